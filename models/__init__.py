@@ -1,0 +1,1 @@
+"""The neural parts: encoders, selectors and the composed select-then-predict model."""

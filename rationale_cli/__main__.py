@@ -1,0 +1,3 @@
+from rationale_cli.cli import main
+
+main()

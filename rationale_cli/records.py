@@ -1,0 +1,52 @@
+"""The in-memory record every reader produces."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+Span = tuple[int, int]
+
+
+@dataclass
+class Record:
+    """One document.
+
+    ``tokens`` are what the model reads. ``label`` is a float in [0, 1] for
+    regression or a string class name for classification (None when unknown, as
+    in plain text to predict). ``rationale`` holds gold token spans
+    ``(start, end)``, end exclusive, or None when the source has no gold. ``text``
+    and ``offsets`` (character ``(start, end)`` per token) are present when the
+    tokens came from raw text, so highlights map back onto it.
+    """
+
+    id: str
+    tokens: list[str]
+    label: float | str | None = None
+    rationale: list[Span] | None = None
+    text: str | None = None
+    offsets: list[Span] | None = None
+
+    def gold_mask(self) -> list[int] | None:
+        """0/1 per token from the gold spans, or None without gold."""
+        if self.rationale is None:
+            return None
+        mask = [0] * len(self.tokens)
+        for start, end in self.rationale:
+            for i in range(max(start, 0), min(end, len(self.tokens))):
+                mask[i] = 1
+        return mask
+
+
+def mask_to_spans(mask) -> list[Span]:
+    """Maximal runs of nonzero entries as ``(start, end)`` spans, end exclusive."""
+    spans: list[Span] = []
+    start = None
+    for i, value in enumerate(mask):
+        if value and start is None:
+            start = i
+        elif not value and start is not None:
+            spans.append((start, i))
+            start = None
+    if start is not None:
+        spans.append((start, len(mask)))
+    return spans
