@@ -1,0 +1,73 @@
+"""Beer benchmark (Lei et al., 2016 setup, with the data available here).
+
+The original beer training files are not available: for each aspect we train on
+9,000 reviews of ``reviews.aspectN.heldout.txt.gz`` and validate on the other
+1,000 (a fixed shuffle, the same for every seed and extractor), then test on the
+994 reviews of ``annotations.json`` with their gold rationales. Vectors: the
+GloVe 6B 50-d subset (the papers used 200-d beer-specific vectors, not available).
+
+    python benchmarks/beer.py --extractor full --aspects 0 1 2 --seeds 0
+
+Each run appends one JSON line to benchmarks/results.jsonl; RESULTS.md is then
+regenerated from it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import append_result, git_commit, rationale  # noqa: E402
+from report import write_report  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data-dir", default="../shared/data", help="folder holding beer/ and glove_6B_50d_subset/")
+    parser.add_argument("--extractor", default="full")
+    parser.add_argument("--encoder", default="rcnn")
+    parser.add_argument("--aspects", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--selection", type=float, nargs="+", default=None,
+                        help="selection target per aspect (default 0.13 0.07 0.07 for aspects 0 1 2)")
+    parser.add_argument("--epochs", type=int, default=20)
+    parser.add_argument("--runs", default=None, help="keep run directories here (default: a temporary folder)")
+    parser.add_argument("train_args", nargs=argparse.REMAINDER, help="after --: extra options for `rationale train`")
+    args = parser.parse_args()
+    data = Path(args.data_dir)
+    default_targets = {0: 0.13, 1: 0.07, 2: 0.07, 3: 0.07, 4: 0.07}
+    runs = Path(args.runs) if args.runs else Path(tempfile.mkdtemp(prefix="beer-runs-"))
+    extra = [a for a in args.train_args if a != "--"]
+    for i, aspect in enumerate(args.aspects):
+        target = args.selection[i] if args.selection else default_targets[aspect]
+        for seed in args.seeds:
+            run = runs / f"{args.extractor}-{args.encoder}-a{aspect}-s{seed}"
+            train_cmd, seconds = rationale(
+                "train", "--data", str(data / "beer" / f"reviews.aspect{aspect}.heldout.txt.gz"),
+                "--aspect", str(aspect), "--valid-fraction", "0.1",
+                "--embeddings", str(data / "glove_6B_50d_subset" / "glove.6B.50d.subset.txt.gz"),
+                "--encoder", args.encoder, "--extractor", args.extractor, "--selection", str(target),
+                "--epochs", str(args.epochs), "--seed", str(seed), "--out", str(run), "--force", *extra,
+            )
+            metrics_file = run / "test_metrics.json"
+            eval_cmd, _ = rationale("evaluate", str(run), str(data / "beer" / "annotations.json"),
+                                    "--aspect", str(aspect), "--json", str(metrics_file))
+            test = json.loads(metrics_file.read_text())
+            append_result({
+                "benchmark": "beer", "extractor": args.extractor, "encoder": args.encoder, "data": "beer",
+                "aspect": aspect, "selection_target": target if args.extractor != "full" else None, "k": None,
+                "seed": seed, "precision": test["precision"], "recall": test["recall"], "f1": test["f1"],
+                "selection_rate": test["selection_rate"], "mse": test["mse"], "train_seconds": round(seconds, 1),
+                "train_size": 9000, "command": f"{train_cmd} && {eval_cmd}",
+                "script": shlex.join(["python", "benchmarks/beer.py", *sys.argv[1:]]), "commit": git_commit(),
+            })
+    write_report()
+
+
+if __name__ == "__main__":
+    main()

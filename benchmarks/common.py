@@ -1,0 +1,37 @@
+"""Shared by the benchmark scripts: run the CLI, record one JSON line per run."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results.jsonl"
+
+
+def git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True).stdout.strip()
+        return out.stdout.strip() + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def rationale(*args: str) -> tuple[str, float]:
+    """Run ``rationale ARGS`` (this checkout's), stream its output, return the command and seconds."""
+    command = ["rationale", *args]
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "rationale_cli", *args], cwd=ROOT, check=True)
+    return shlex.join(command), time.perf_counter() - started
+
+
+def append_result(row: dict) -> None:
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    with open(RESULTS, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(row) + "\n")

@@ -1,0 +1,60 @@
+"""Encoders: ``encoder(x [B,T,D], mask [B,T]) -> (states [B,T,H], summary [B,H])``.
+
+The mask is both the padding mask and, for the predictor, the rationale gate:
+the composed model calls ``encoder(emb * z[..., None], pad_mask * z)``.
+
+- ``rcnn`` (:class:`RCNNEncoder`): bigram RCNN of Lei et al. (2016), as in
+  Bastings et al. (2019, App. B.1.1); the encoder of the beer experiments.
+- ``lstm`` (:class:`LSTMEncoder`): LSTM cells with the same gating.
+- ``cnn`` (:class:`CNNEncoder`): one convolution + ReLU + masked max-pooling
+  (the L2X-style encoder of Ahmed et al., 2023).
+
+Recurrent encoders *skip* steps with mask 0 (the state is carried over), so
+padding and unselected tokens never change a result; fractional masks
+interpolate. ``output_size`` is ``2 * hidden_size`` for bidirectional
+recurrent encoders, ``hidden_size`` otherwise.
+"""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+
+class Encoder(nn.Module):
+    """Base class: ``forward(x [B,T,D] float, mask [B,T] in [0,1]) -> (states
+    [B,T,H], summary [B,H])``; states are zero where ``mask == 0``."""
+
+    output_size: int
+
+    def forward(self, x: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+# The concrete encoders import Encoder from here, so they come after it.
+from models.encoders.cnn import CNNEncoder  # noqa: E402
+from models.encoders.lstm import LSTMEncoder  # noqa: E402
+from models.encoders.rcnn import RCNNEncoder  # noqa: E402
+
+ENCODERS = ("rcnn", "lstm", "cnn")
+
+__all__ = ["ENCODERS", "Encoder", "RCNNEncoder", "LSTMEncoder", "CNNEncoder", "build_encoder"]
+
+
+def build_encoder(
+    kind: str,
+    input_size: int,
+    hidden_size: int,
+    *,
+    bidirectional: bool = True,
+    dropout: float = 0.0,
+    kernel_size: int = 3,
+) -> Encoder:
+    """Encoder by name (one of :data:`ENCODERS`). ``bidirectional`` applies to
+    the recurrent encoders, ``kernel_size`` (odd) to the CNN."""
+    if kind == "rcnn":
+        return RCNNEncoder(input_size, hidden_size, bidirectional=bidirectional, dropout=dropout)
+    if kind == "lstm":
+        return LSTMEncoder(input_size, hidden_size, bidirectional=bidirectional, dropout=dropout)
+    if kind == "cnn":
+        return CNNEncoder(input_size, hidden_size, kernel_size=kernel_size, dropout=dropout)
+    raise ValueError(f"unknown encoder {kind!r}; expected one of {', '.join(ENCODERS)}")

@@ -1,0 +1,72 @@
+"""Bidirectional bigram RCNN encoder (Lei et al., 2016; Bastings et al., 2019, App. B.1.1).
+
+One direction, for input x_t and gate m_t in [0, 1] (padding mask times the
+rationale z; Bastings et al. 2019, Sec. 5, ``h_i = rnn(h_{i-1}, z_i e_i)``)::
+
+    lambda_t = sigmoid(W^l x_t + U^l h_{t-1} + b^l)
+    c1'_t    = lambda_t * c1_{t-1} + (1 - lambda_t) * W1 x_t
+    c2'_t    = lambda_t * c2_{t-1} + (1 - lambda_t) * (c1_{t-1} + W2 x_t)
+    h'_t     = tanh(c2'_t + b)
+    s_t      = m_t * s'_t + (1 - m_t) * s_{t-1}      for s in (c1, c2, h)
+
+so a step with m_t = 0 carries the state over (padding and unselected tokens
+are skipped, as Lei et al. and Bastings et al. do). The backward direction runs
+the same recurrence, with its own weights, on the reversed sequence. States are
+``[h_fwd_t ; h_bwd_t]`` (zero where m = 0); the summary is the final state of
+each direction, ``[h_fwd_T ; h_bwd_1]``.
+
+The time loop and its hand-written backward live in
+:mod:`models.encoders.recurrence`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from models.encoders import Encoder
+from models.encoders.recurrence import merge_directions, rcnn_scan, stack_directions
+
+
+class RCNNEncoder(Encoder):
+    """Masked (Bi)RCNN; ``output_size = hidden_size * (2 if bidirectional else 1)``.
+
+    Parameters per direction d: ``weight_ih[d] = [W^l | W1 | W2]`` (input x 3H),
+    ``bias_lambda[d] = b^l``, ``weight_hh[d] = U^l`` (H x H, applied as h @ U),
+    ``bias[d] = b``.
+    """
+
+    def __init__(self, input_size: int, hidden_size: int, *, bidirectional: bool = True, dropout: float = 0.0):
+        super().__init__()
+        D = 2 if bidirectional else 1
+        self.input_size = input_size
+        self.hidden_size = hidden_size
+        self.bidirectional = bidirectional
+        self.output_size = D * hidden_size
+        self.dropout = nn.Dropout(dropout)
+        self.weight_ih = nn.Parameter(torch.empty(D, input_size, 3 * hidden_size))
+        self.bias_lambda = nn.Parameter(torch.zeros(D, hidden_size))
+        self.weight_hh = nn.Parameter(torch.empty(D, hidden_size, hidden_size))
+        self.bias = nn.Parameter(torch.zeros(D, hidden_size))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.uniform_(self.weight_ih, -1 / math.sqrt(self.input_size), 1 / math.sqrt(self.input_size))
+        nn.init.uniform_(self.weight_hh, -1 / math.sqrt(self.hidden_size), 1 / math.sqrt(self.hidden_size))
+        nn.init.zeros_(self.bias_lambda)
+        nn.init.zeros_(self.bias)
+
+    def forward(self, x: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+        mask = mask.to(x.dtype)
+        if x.shape[1] == 0:  # no steps: nothing to encode
+            return x.new_zeros(*x.shape[:2], self.output_size), x.new_zeros(x.shape[0], self.output_size)
+        # only the lambda gate has an input-side bias
+        bias_ih = torch.cat((self.bias_lambda, self.bias_lambda.new_zeros(self.bias_lambda.shape[0], 2 * self.hidden_size)), -1)
+        P, M = stack_directions(self.dropout(x), mask, self.weight_ih, bias_ih)
+        out = rcnn_scan(P, M, self.weight_hh, self.bias)
+        return merge_directions(out, mask)
+
+    def extra_repr(self) -> str:
+        return f"{self.input_size}, {self.hidden_size}, bidirectional={self.bidirectional}"

@@ -1,0 +1,75 @@
+"""The select-then-predict model (Lei et al., 2016; Bastings et al., 2019, section 5).
+
+An embedding layer feeds a selector encoder whose states a :class:`Selector`
+turns into a weighted set of masks; a predictor encoder reads each masked
+input ``x * z`` (recurrent encoders skip tokens with ``z = 0``) and an output
+layer makes the prediction. Every extractor plugs in through the Selection
+interface, so nothing here depends on which one is used.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from models.encoders import build_encoder
+from models.selection import Selection
+from models.selectors import build_selector
+
+
+class RationaleModel(nn.Module):
+    def __init__(
+        self,
+        vocab_size: int,
+        embedding_dim: int,
+        hidden_size: int,
+        outputs: int,
+        *,
+        encoder: str = "rcnn",
+        extractor: str = "full",
+        extractor_options: dict | None = None,
+        dropout: float = 0.1,
+        embeddings: Tensor | None = None,
+        freeze_embeddings: bool = True,
+    ):
+        super().__init__()
+        self.embed = nn.Embedding(vocab_size, embedding_dim, padding_idx=0)
+        if embeddings is not None:
+            self.embed.weight.data.copy_(embeddings)
+        self.embed.weight.requires_grad_(not freeze_embeddings)
+        probe = build_selector(extractor, 1, **(extractor_options or {}))
+        self.selector_encoder = (
+            build_encoder(encoder, embedding_dim, hidden_size, dropout=dropout) if probe.needs_states else None
+        )
+        states = self.selector_encoder.output_size if self.selector_encoder is not None else 0
+        self.selector = build_selector(extractor, states, **(extractor_options or {}))
+        self.predictor_encoder = build_encoder(encoder, embedding_dim, hidden_size, dropout=dropout)
+        self.output = nn.Sequential(nn.Dropout(dropout), nn.Linear(self.predictor_encoder.output_size, outputs))
+
+    def states(self, emb: Tensor, mask: Tensor) -> Tensor | None:
+        if self.selector_encoder is None:
+            return None
+        return self.selector_encoder(emb, mask)[0]
+
+    def predict_masked(self, emb: Tensor, mask: Tensor, masks: Tensor) -> Tensor:
+        """Outputs ``[B, S, outputs]`` for masks ``[B, S, T]`` over embeddings ``[B, T, D]``."""
+        batch, samples, length = masks.shape
+        gate = (masks * mask.unsqueeze(1)).reshape(batch * samples, length)
+        x = emb.unsqueeze(1).expand(batch, samples, length, emb.shape[-1]).reshape(batch * samples, length, -1)
+        _, summary = self.predictor_encoder(x * gate.unsqueeze(-1), gate)
+        return self.output(summary).view(batch, samples, -1)
+
+    def forward(self, ids: Tensor, mask: Tensor) -> tuple[Selection, Tensor]:
+        """Training pass: the selection and the predictor's outputs for each of its masks."""
+        emb = self.embed(ids)
+        selection = self.selector(self.states(emb, mask), mask)
+        return selection, self.predict_masked(emb, mask, selection.masks)
+
+    @torch.no_grad()
+    def decode(self, ids: Tensor, mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Test-time rationale ``z [B, T]``, per-token scores ``[B, T]`` and outputs ``[B, outputs]``."""
+        emb = self.embed(ids)
+        states = self.states(emb, mask)
+        z = self.selector.decode(states, mask) * mask
+        scores = self.selector.token_scores(states, mask) * mask
+        return z, scores, self.predict_masked(emb, mask, z.unsqueeze(1))[:, 0]

@@ -1,0 +1,24 @@
+"""Extractors by name. Each takes the selector encoder's output size first;
+other keyword options are passed through when the class accepts them."""
+
+from __future__ import annotations
+
+import inspect
+
+from models.selection import Selector
+from models.selectors.attention import AttentionSelector
+from models.selectors.full import FullSelector
+
+SELECTORS: dict[str, type[Selector]] = {
+    "full": FullSelector,
+    "attention": AttentionSelector,
+}
+
+
+def build_selector(name: str, input_size: int, **options) -> Selector:
+    """The selector ``name``; options it does not take are ignored."""
+    if name not in SELECTORS:
+        raise ValueError(f"unknown extractor {name!r}: expected one of {', '.join(SELECTORS)}")
+    cls = SELECTORS[name]
+    accepted = inspect.signature(cls.__init__).parameters
+    return cls(input_size, **{k: v for k, v in options.items() if k in accepted})

@@ -1,0 +1,22 @@
+"""The full-text baseline: every token is selected (Lei et al., 2016, Table 1 setting)."""
+
+from __future__ import annotations
+
+from torch import Tensor
+
+from models.selection import Selection, Selector
+
+
+class FullSelector(Selector):
+    """Selects every non-pad token; the predictor reads the whole text."""
+
+    needs_states = False
+
+    def __init__(self, input_size: int = 0):
+        super().__init__()
+
+    def forward(self, states: Tensor, mask: Tensor) -> Selection:
+        return Selection.single(mask)
+
+    def decode(self, states: Tensor, mask: Tensor) -> Tensor:
+        return mask

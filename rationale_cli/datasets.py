@@ -1,0 +1,40 @@
+"""Where a command's documents come from: a file or folder, or the word ``demo``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+from rationale_cli.readers import detect_format, iter_records, read_records
+from rationale_cli.records import Record
+from rationale_cli.synthetic import demo_records
+
+DEMO = "demo"
+ERASER_SPLITS = {"train": "train", "valid": "val", "test": "test"}
+
+
+def is_demo(path: str | Path) -> bool:
+    return str(path) == DEMO and not Path(DEMO).exists()
+
+
+def load(path: str, split: str, *, fmt: str = "auto", aspect: int | None = None,
+         text_col: str = "text", label_col: str = "label") -> list[Record]:
+    """Documents of ``split`` (train, valid or test): the split of the demo corpus or of an
+    ERASER folder; any other source is read whole."""
+    if is_demo(path):
+        return demo_records(split, aspect=aspect or 0)
+    return read_records(path, fmt, aspect=aspect, split=ERASER_SPLITS[split], text_col=text_col, label_col=label_col)
+
+
+def stream(path: str, split: str = "test", *, fmt: str = "auto", aspect: int | None = None,
+           text_col: str = "text", label_col: str = "label") -> Iterator[Record]:
+    if is_demo(path):
+        return iter(demo_records(split, aspect=aspect or 0))
+    return iter_records(path, fmt, aspect=aspect, split=ERASER_SPLITS[split], text_col=text_col, label_col=label_col)
+
+
+def has_own_validation(path: str, fmt: str) -> bool:
+    """The demo corpus and ERASER folders come with a validation split."""
+    if is_demo(path):
+        return True
+    return Path(path).is_dir() and (fmt if fmt != "auto" else detect_format(path)) == "eraser"

@@ -1,0 +1,88 @@
+"""Running a trained model over documents: test-time rationales, predictions, metrics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+
+import torch
+
+from rationale_cli.batching import make_batch
+from rationale_cli.metrics import RationaleScores
+from rationale_cli.records import Record
+from rationale_cli.task import Task
+from rationale_cli.vocab import Vocab
+from models.model import RationaleModel
+
+
+@dataclass
+class Output:
+    record: Record
+    selected: list[int]
+    scores: list[float]
+    prediction: float | str
+    extra: dict = field(default_factory=dict)
+    loss: float | None = None
+
+
+def chunks(records: Iterable[Record], size: int) -> Iterator[list[Record]]:
+    chunk: list[Record] = []
+    for record in records:
+        chunk.append(record)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def run(
+    model: RationaleModel,
+    vocab: Vocab,
+    task: Task,
+    records: Iterable[Record],
+    *,
+    batch_size: int = 64,
+    device: str | torch.device = "cpu",
+) -> Iterator[Output]:
+    """Decoded rationale and prediction per document, in input order, streaming."""
+    was_training = model.training
+    model.eval()
+    try:
+        for chunk in chunks(records, batch_size):
+            labelled = all(r.label is not None for r in chunk)
+            batch = make_batch(chunk, vocab, task if labelled else None, device)
+            z, scores, outputs = model.decode(batch.ids, batch.mask)
+            losses = task.loss(outputs, batch.targets).tolist() if labelled else [None] * len(chunk)
+            z, scores = z.cpu(), scores.cpu()
+            for row, record in enumerate(chunk):
+                n = len(record.tokens)
+                prediction, extra = task.describe(outputs[row].cpu())
+                yield Output(
+                    record=record,
+                    selected=[int(v != 0) for v in z[row, :n].tolist()],
+                    scores=[round(float(v), 4) for v in scores[row, :n].tolist()],
+                    prediction=prediction,
+                    extra=extra,
+                    loss=losses[row],
+                )
+    finally:
+        model.train(was_training)
+
+
+def evaluate(model, vocab, task, records, *, batch_size=64, device="cpu") -> dict:
+    """Task metric, mean task loss and rationale scores over labelled documents."""
+    task_scores = task.scores()
+    rationale = RationaleScores()
+    losses = []
+    for out in run(model, vocab, task, records, batch_size=batch_size, device=device):
+        task_scores.add(out.prediction, out.record.label)
+        rationale.add(out.selected, out.record.gold_mask())
+        losses.append(out.loss)
+    return {"loss": sum(losses) / max(len(losses), 1), **task_scores.result(), **rationale.result()}
+
+
+def sorted_for_speed(records: list[Record]) -> list[Record]:
+    """Records sorted by length (evaluation batches with little padding); order is irrelevant there."""
+    return sorted(records, key=lambda r: len(r.tokens))
+

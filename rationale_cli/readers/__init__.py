@@ -1,0 +1,142 @@
+"""Readers: every supported input format as a stream of :class:`Record`.
+
+``iter_records`` streams (one line or one chunk at a time, ``.gz`` opened
+transparently); ``read_records`` collects the stream into a list. Labels come
+out as ``float`` for regression scores and ``str`` for class names, so the task
+can be inferred from their types. Any problem with the input raises
+:class:`~rationale_cli.errors.UserError` with one line naming file and line.
+
+| format | source | module |
+|---|---|---|
+| beer | Lei et al. (2016) ``reviews.aspectN.*.txt.gz`` | beer |
+| beer-annotations | Lei et al. gold rationales ``annotations.json`` | beer |
+| eraser | ERASER dataset directory or split file | eraser |
+| jsonl | native JSON lines (``text``/``tokens``, ``label``/``score``, ``rationale``) | jsonl |
+| csv, tsv | tables with a text and a label column | table |
+| text | one document a line, no labels | text |
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Iterator
+
+from rationale_cli.errors import UserError
+from rationale_cli.readers.beer import iter_beer, iter_beer_annotations
+from rationale_cli.readers.common import first_line
+from rationale_cli.readers.eraser import iter_eraser
+from rationale_cli.readers.jsonl import iter_jsonl
+from rationale_cli.readers.table import iter_table
+from rationale_cli.readers.text import iter_text
+from rationale_cli.records import Record
+
+__all__ = ["FORMATS", "detect_format", "iter_records", "read_records"]
+
+FORMATS = ("auto", "beer", "beer-annotations", "eraser", "jsonl", "csv", "tsv", "text")
+BEER_NAME = re.compile(r"reviews\.aspect\d+.*\.txt(\.gz)?$")
+
+
+def is_beer_line(line: str) -> bool:
+    """True for ``s0 s1 s2 s3 s4<TAB>tokens``."""
+    head, tab, _ = line.partition("\t")
+    scores = head.split()
+    if not tab or len(scores) != 5:
+        return False
+    try:
+        [float(s) for s in scores]
+    except ValueError:
+        return False
+    return True
+
+
+def is_beer_annotation(line: str) -> bool:
+    """True for a JSON object with keys ``x`` and ``y``."""
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError:
+        return False
+    return isinstance(obj, dict) and "x" in obj and "y" in obj
+
+
+def detect_format(path: str | Path) -> str:
+    """The format of ``path`` from its name, its place and its first line."""
+    path = Path(path)
+    if path.is_dir():
+        if (path / "docs").is_dir():
+            return "eraser"
+        raise UserError(f"{path}: a directory without docs/, expected an ERASER dataset or a file")
+    if not path.exists():
+        raise UserError(f"{path}: no such file")
+    name = path.name.lower()
+    suffix = Path(name.removesuffix(".gz")).suffix
+    if suffix == ".jsonl" and (path.parent / "docs").is_dir():
+        return "eraser"
+    line = first_line(path)
+    if BEER_NAME.match(name) or is_beer_line(line):
+        return "beer"
+    if suffix in (".json", ".jsonl"):
+        return "beer-annotations" if is_beer_annotation(line) else "jsonl"
+    if suffix in (".csv", ".tsv"):
+        return suffix[1:]
+    return "text"
+
+
+def iter_records(
+    path: str | Path,
+    fmt: str = "auto",
+    *,
+    aspect: int | None = None,
+    split: str | None = None,
+    text_col: str = "text",
+    label_col: str | None = "label",
+) -> Iterator[Record]:
+    """Stream the documents of ``path``.
+
+    ``aspect`` (0-4) picks the beer score (default: N of ``reviews.aspectN``;
+    required for beer annotations). ``split`` picks the ERASER file of a dataset
+    directory (default ``train``). ``text_col``/``label_col`` name CSV/TSV
+    columns (``label_col=None``: no labels). The format is checked and detected
+    at once; reading errors surface while iterating, and a source without any
+    document raises ``UserError("PATH: no documents found")`` at its end.
+    """
+    if fmt not in FORMATS:
+        raise UserError(f"unknown format {fmt!r}: expected one of {', '.join(FORMATS)}")
+    if fmt == "auto":
+        fmt = detect_format(path)
+    if fmt == "beer":
+        stream = iter_beer(path, aspect)
+    elif fmt == "beer-annotations":
+        stream = iter_beer_annotations(path, aspect)
+    elif fmt == "eraser":
+        stream = iter_eraser(path, split)
+    elif fmt == "jsonl":
+        stream = iter_jsonl(path)
+    elif fmt in ("csv", "tsv"):
+        stream = iter_table(path, "," if fmt == "csv" else "\t", text_col, label_col)
+    else:
+        stream = iter_text(path)
+    return _nonempty(stream, path)
+
+
+def _nonempty(stream: Iterator[Record], path: str | Path) -> Iterator[Record]:
+    found = False
+    for record in stream:
+        found = True
+        yield record
+    if not found:
+        raise UserError(f"{path}: no documents found")
+
+
+def read_records(
+    path: str | Path,
+    fmt: str = "auto",
+    *,
+    aspect: int | None = None,
+    split: str | None = None,
+    text_col: str = "text",
+    label_col: str | None = "label",
+) -> list[Record]:
+    """All documents of ``path`` as a list; same arguments as :func:`iter_records`."""
+    return list(iter_records(path, fmt, aspect=aspect, split=split, text_col=text_col, label_col=label_col))

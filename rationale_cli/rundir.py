@@ -1,0 +1,126 @@
+"""Run directories: everything needed to use a trained model, and nothing that unpickles code.
+
+``model.safetensors`` (weights), ``config.json`` (the resolved training options),
+``vocab.json``, ``task.json`` (task and labels), ``metrics.json`` and
+``versions.json``. Every file is written atomically, so an interrupted run never
+leaves a broken model file behind.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from rationale_cli import __version__
+from rationale_cli.atomic import atomic_path, write_text_atomic
+from rationale_cli.config import TrainConfig, from_dict
+from rationale_cli.errors import UserError
+from rationale_cli.task import Task, task_from_dict
+from rationale_cli.vocab import Vocab
+from models.model import RationaleModel
+
+FORMAT_VERSION = 1
+WEIGHTS = "model.safetensors"
+FILES = (WEIGHTS, "config.json", "vocab.json", "task.json", "versions.json")
+
+
+def write_json(path: Path, data) -> None:
+    write_text_atomic(path, json.dumps(data, indent=2) + "\n")
+
+
+def versions() -> dict:
+    return {
+        "format_version": FORMAT_VERSION,
+        "rationale_cli": __version__,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+    }
+
+
+def build_model(config: TrainConfig, vocab_size: int, task: Task, embeddings=None) -> RationaleModel:
+    return RationaleModel(
+        vocab_size,
+        config.embedding_dim,
+        config.hidden_size,
+        task.outputs,
+        encoder=config.encoder,
+        extractor=config.extractor,
+        extractor_options=config.extractor_options(),
+        dropout=config.dropout,
+        embeddings=embeddings,
+        freeze_embeddings=config.fix_embeddings,
+    )
+
+
+def save_weights(out: Path, model: RationaleModel) -> None:
+    state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    with atomic_path(out / WEIGHTS) as tmp:
+        save_file(state, str(tmp))
+
+
+def save_run(out: Path, config: TrainConfig, vocab: Vocab, task: Task) -> None:
+    """Everything but the weights and metrics (written as training goes)."""
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "config.json", config.to_dict())
+    vocab.save(out / "vocab.json")
+    write_json(out / "task.json", task.to_dict())
+    write_json(out / "versions.json", versions())
+
+
+@dataclass
+class Run:
+    path: Path
+    config: TrainConfig
+    vocab: Vocab
+    task: Task
+    model: RationaleModel
+    metrics: dict
+
+
+def read_json(path: Path):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise UserError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
+
+
+def load_run(path: str | Path, device: str | torch.device = "cpu") -> Run:
+    """Load a run directory, checking its version and that weights match the config."""
+    path = Path(path)
+    if not path.is_dir():
+        raise UserError(f"{path}: not a run directory (expected a folder made by `rationale train`)")
+    missing = [name for name in FILES if not (path / name).is_file()]
+    if missing:
+        raise UserError(f"{path}: incomplete run directory, missing {', '.join(missing)}")
+    found = read_json(path / "versions.json").get("format_version")
+    if found != FORMAT_VERSION:
+        raise UserError(
+            f"{path / 'versions.json'}: run format version {found}, this rationale-cli reads version {FORMAT_VERSION}"
+        )
+    config = TrainConfig(**from_dict(read_json(path / "config.json"), str(path / "config.json")))
+    vocab = Vocab.load(path / "vocab.json")
+    task = task_from_dict(read_json(path / "task.json"))
+    try:
+        model = build_model(config, len(vocab), task)
+    except ValueError as err:
+        raise UserError(f"{path / 'config.json'}: {err}") from None
+    try:
+        state = load_file(str(path / WEIGHTS))
+    except (SafetensorError, OSError) as err:
+        raise UserError(f"{path / WEIGHTS}: unreadable weights ({err})") from None
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as err:
+        first = str(err).splitlines()[0]
+        detail = next((ln.strip() for ln in str(err).splitlines()[1:] if ln.strip()), "")
+        raise UserError(f"{path / WEIGHTS}: weights do not match config.json ({first} {detail})") from None
+    metrics_path = path / "metrics.json"
+    metrics = read_json(metrics_path) if metrics_path.is_file() else {}
+    model.to(device).eval()
+    return Run(path, config, vocab, task, model, metrics)

@@ -1,0 +1,117 @@
+"""Prediction tasks: how labels become targets, the loss and the task metric.
+
+Regression is the beer setup of Lei et al. (2016) and Bastings et al. (2019,
+section 6.1): a score in [0, 1], a sigmoid output and squared error.
+Classification uses softmax cross-entropy.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from rationale_cli.errors import UserError
+from rationale_cli.metrics import ClassificationScores, RegressionScores
+
+
+class Task:
+    name: str
+    outputs: int
+
+    def targets(self, labels: Sequence) -> Tensor:
+        raise NotImplementedError
+
+    def loss(self, outputs: Tensor, targets: Tensor) -> Tensor:
+        """Per-example loss; ``outputs [..., outputs]``, ``targets [...]``."""
+        raise NotImplementedError
+
+    def describe(self, output: Tensor) -> tuple[float | str, dict]:
+        """A user-facing prediction from one output vector, plus extra fields."""
+        raise NotImplementedError
+
+    def scores(self):
+        raise NotImplementedError
+
+    def to_dict(self) -> dict:
+        raise NotImplementedError
+
+
+class Regression(Task):
+    name = "regression"
+    outputs = 1
+
+    def targets(self, labels):
+        return torch.tensor([float(x) for x in labels], dtype=torch.float32)
+
+    def loss(self, outputs, targets):
+        return (torch.sigmoid(outputs.squeeze(-1)) - targets) ** 2
+
+    def describe(self, output):
+        return round(float(torch.sigmoid(output[0])), 6), {}
+
+    def scores(self):
+        return RegressionScores()
+
+    def to_dict(self):
+        return {"task": self.name}
+
+
+class Classification(Task):
+    name = "classification"
+
+    def __init__(self, labels: Sequence[str]):
+        self.labels = list(labels)
+        self.index = {label: i for i, label in enumerate(self.labels)}
+        self.outputs = len(self.labels)
+
+    def targets(self, labels):
+        try:
+            return torch.tensor([self.index[str(x)] for x in labels], dtype=torch.long)
+        except KeyError as err:
+            raise UserError(f"unknown label {err.args[0]!r}: this model knows {', '.join(self.labels)}") from None
+
+    def loss(self, outputs, targets):
+        flat = outputs.reshape(-1, outputs.shape[-1])
+        return F.cross_entropy(flat, targets.reshape(-1), reduction="none").view(targets.shape)
+
+    def describe(self, output):
+        probs = torch.softmax(output, -1)
+        best = int(probs.argmax())
+        return self.labels[best], {"probabilities": {l: round(float(p), 6) for l, p in zip(self.labels, probs)}}
+
+    def scores(self):
+        return ClassificationScores(self.labels)
+
+    def to_dict(self):
+        return {"task": self.name, "labels": self.labels}
+
+
+def infer_task(labels: Sequence, requested: str = "auto") -> Task:
+    """Regression when every label is a float, classification when they are strings."""
+    present = [x for x in labels if x is not None]
+    if not present:
+        raise UserError("the training data has no labels: expected a 'label' or 'score' per document")
+    kind = requested
+    if kind == "auto":
+        kind = "regression" if all(isinstance(x, float) for x in present) else "classification"
+    if kind == "regression":
+        if not all(isinstance(x, (float, int)) for x in present):
+            raise UserError("--task regression needs numeric scores in [0, 1]")
+        return Regression()
+    if kind == "classification":
+        names = sorted({str(x) for x in present})
+        if len(names) < 2:
+            raise UserError(f"classification needs at least two labels, found only {names}")
+        return Classification(names)
+    raise UserError(f"unknown task {requested!r}: expected auto, regression or classification")
+
+
+def task_from_dict(data: dict) -> Task:
+    if data.get("task") == "regression":
+        return Regression()
+    if data.get("task") == "classification":
+        return Classification(data["labels"])
+    raise UserError(f"unknown task in run directory: {data!r}")

@@ -1,0 +1,158 @@
+"""The training loop: one loss for every extractor (the Selection interface).
+
+``loss = (weights * task_loss).sum(-1).mean() + penalty + surrogate``, Adam,
+gradient clipping, optional learning-rate decay when validation loss stalls,
+model selection on validation task loss and early stopping (Bastings et al.,
+2019, appendix B.1: models are selected on validation loss).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from rationale_cli.batching import length_batches, make_batch
+from rationale_cli.config import TrainConfig
+from rationale_cli.devices import resolve_device
+from rationale_cli.inference import evaluate
+from rationale_cli.records import Record
+from rationale_cli.rundir import build_model, save_run, save_weights, write_json
+from rationale_cli.task import infer_task
+from rationale_cli.vectors import load_vectors
+from rationale_cli.vocab import Vocab
+
+
+def split_validation(records: list[Record], fraction: float, seed: int) -> tuple[list[Record], list[Record]]:
+    """A seeded random ``fraction`` of the training records held out for validation."""
+    order = list(records)
+    random.Random(seed).shuffle(order)
+    n_valid = max(1, int(round(len(order) * fraction)))
+    return order[n_valid:], order[:n_valid]
+
+
+def progress_bar(console: Console) -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[status]}"),
+        console=console,
+        transient=True,
+    )
+
+
+def percent(value) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def summary_line(epoch: int, epochs: int, train_loss: float, valid: dict, stats: dict, seconds: float) -> str:
+    metric = f"mse {valid['mse']:.4f}" if "mse" in valid else f"acc {percent(valid['accuracy'])} f1 {percent(valid['macro_f1'])}"
+    parts = [
+        f"epoch {epoch}/{epochs}",
+        f"train loss {train_loss:.4f}",
+        f"valid loss {valid['loss']:.4f}",
+        f"valid {metric}",
+        f"selected {percent(valid['selection_rate'])}",
+    ]
+    if valid.get("precision") is not None:
+        parts.append(f"precision {percent(valid['precision'])}")
+    parts += [f"{k} {v:.4g}" for k, v in stats.items()]
+    parts.append(f"{seconds:.0f}s")
+    return " | ".join(parts)
+
+
+def train_model(
+    config: TrainConfig,
+    train_records: list[Record],
+    valid_records: list[Record],
+    out: Path,
+    console: Console,
+) -> dict:
+    """Train, writing the run directory ``out`` as it goes; returns the metrics."""
+    torch.manual_seed(config.seed)
+    rng = random.Random(config.seed)
+    device = resolve_device(config.device)
+    task = infer_task([r.label for r in train_records], config.task)
+    vocab = Vocab.build((r.tokens for r in train_records), min_freq=config.min_freq, max_size=config.max_vocab)
+    vectors = None
+    if config.embeddings:
+        vectors, info = load_vectors(config.embeddings, vocab)
+        config.embedding_dim = info["dim"]
+        console.print(
+            f"embeddings: {info['found']:,} of {info['vocab']:,} vocabulary words found "
+            f"({100 * info['coverage']:.1f}%), dimension {info['dim']}",
+            highlight=False,
+        )
+    model = build_model(config, len(vocab), task, vectors).to(device)
+    save_run(out, config, vocab, task)
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.Adam(params, lr=config.lr, weight_decay=config.weight_decay)
+    console.print(
+        f"training {config.extractor} extractor, {config.encoder} encoder, {task.name}: "
+        f"{len(train_records):,} train / {len(valid_records):,} valid documents, "
+        f"vocabulary {len(vocab):,}, {sum(p.numel() for p in params):,} trainable parameters, device {device}",
+        highlight=False,
+    )
+    history = []
+    best = None
+    stale = 0
+    started = time.perf_counter()
+    n_batches = (len(train_records) + config.batch_size - 1) // config.batch_size
+    for epoch in range(1, config.epochs + 1):
+        epoch_start = time.perf_counter()
+        model.train()
+        total, count = 0.0, 0
+        stats: dict[str, float] = defaultdict(float)
+        with progress_bar(console) as bar:
+            job = bar.add_task(f"epoch {epoch}/{config.epochs}", total=n_batches, status="")
+            for records in length_batches(train_records, config.batch_size, rng=rng):
+                batch = make_batch(records, vocab, task, device)
+                selection, outputs = model(batch.ids, batch.mask)
+                targets = batch.targets.unsqueeze(1).expand(selection.weights.shape)
+                task_loss = task.loss(outputs, targets)
+                loss = (selection.weights * task_loss).sum(-1).mean() + selection.penalty
+                if selection.surrogate is not None:
+                    surrogate = selection.surrogate(task_loss.detach())
+                    if surrogate is not None:
+                        loss = loss + surrogate
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                if config.clip > 0:
+                    torch.nn.utils.clip_grad_norm_(params, config.clip)
+                optimizer.step()
+                total += loss.item() * len(records)
+                count += len(records)
+                for key, value in selection.stats.items():
+                    stats[key] += float(value) * len(records)
+                bar.update(job, advance=1, status=f"loss {total / count:.4f}")
+        stats = {k: v / count for k, v in stats.items()}
+        valid = evaluate(model, vocab, task, valid_records, batch_size=config.batch_size, device=device)
+        seconds = time.perf_counter() - epoch_start
+        history.append({"epoch": epoch, "train_loss": total / count, "seconds": seconds, **stats,
+                        **{f"valid_{k}": v for k, v in valid.items()}})
+        improved = best is None or valid["loss"] < best["valid"]["loss"]
+        if improved:
+            best = {"epoch": epoch, "valid": valid}
+            save_weights(out, model)
+            stale = 0
+        else:
+            stale += 1
+            if config.lr_decay < 1.0:
+                for group in optimizer.param_groups:
+                    group["lr"] *= config.lr_decay
+        console.print(summary_line(epoch, config.epochs, total / count, valid, stats, seconds) + (" *" if improved else ""),
+                      highlight=False, soft_wrap=True)
+        metrics = {"best_epoch": best["epoch"], "valid": best["valid"], "history": history,
+                   "train_seconds": time.perf_counter() - started}
+        write_json(out / "metrics.json", metrics)
+        if config.patience > 0 and stale >= config.patience:
+            console.print(f"early stop: no improvement in validation loss for {stale} epochs", highlight=False)
+            break
+    return metrics

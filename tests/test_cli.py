@@ -1,0 +1,182 @@
+"""Every command through the CLI, on the synthetic corpus and small files."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from safetensors.torch import load_file
+from typer.testing import CliRunner
+
+from rationale_cli.cli import app
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+SMALL = ["--encoder", "cnn", "--extractor", "attention", "--embedding-dim", "16", "--hidden-size", "16",
+         "--batch-size", "100", "--selection", "0.2", "--lr", "0.003"]
+
+runner = CliRunner()
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("runs") / "demo"
+    result = invoke("train", "--data", "demo", "--out", out, "--epochs", 2, *SMALL)
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_train_writes_a_complete_run_directory(run_dir):
+    for name in ("model.safetensors", "config.json", "vocab.json", "task.json", "metrics.json", "versions.json"):
+        assert (run_dir / name).is_file(), name
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert len(metrics["history"]) == 2
+    assert 0.0 <= metrics["valid"]["selection_rate"] <= 1.0
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["encoder"] == "cnn" and config["extractor"] == "attention"
+    assert not list(run_dir.glob("*.tmp*"))
+
+
+def test_train_refuses_to_overwrite_a_run(run_dir):
+    before = (run_dir / "model.safetensors").read_bytes()
+    result = invoke("train", "--data", "demo", "--out", run_dir, "--epochs", 1, *SMALL)
+    assert result.exit_code == 2
+    assert "--force" in result.output
+    assert (run_dir / "model.safetensors").read_bytes() == before
+
+
+def test_same_seed_gives_the_same_weights(tmp_path):
+    for name in ("a", "b"):
+        result = invoke("train", "--data", "demo", "--out", tmp_path / name, "--epochs", 1, "--seed", 3, *SMALL)
+        assert result.exit_code == 0, result.output
+    a, b = (load_file(str(tmp_path / n / "model.safetensors")) for n in ("a", "b"))
+    assert a.keys() == b.keys()
+    assert all((a[k] == b[k]).all() for k in a)
+
+
+def test_config_file_and_command_line_precedence(tmp_path):
+    config = tmp_path / "train.toml"
+    config.write_text('[train]\nepochs = 2\nhidden-size = 12\nencoder = "lstm"\n')
+    out = tmp_path / "run"
+    result = invoke("train", "--data", "demo", "--out", out, "--config", config, "--epochs", 1,
+                    "--embedding-dim", 8, "--batch-size", 200)
+    assert result.exit_code == 0, result.output
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["epochs"] == 1 and saved["hidden_size"] == 12 and saved["encoder"] == "lstm"
+
+
+def test_predict_writes_spans_that_map_back_to_the_text(run_dir, tmp_path):
+    out = tmp_path / "pred.jsonl"
+    result = invoke("predict", run_dir, EXAMPLES / "reviews.txt", "--out", out)
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    texts = (EXAMPLES / "reviews.txt").read_text().splitlines()
+    assert len(lines) == len(texts)
+    for line, text in zip(lines, texts):
+        assert 0.0 <= line["prediction"] <= 1.0
+        assert len(line["char_spans"]) == len(line["rationale"])
+        joined = " ".join(text[s:e] for s, e in line["char_spans"])
+        assert joined.split() == " ".join(line["selected_tokens"]).split() or joined.replace(" ", "") == "".join(line["selected_tokens"])
+        assert all(0.0 <= s <= 1.0 for s in line["token_scores"])
+
+
+def test_predict_on_labelled_jsonl_keeps_the_label(run_dir, tmp_path):
+    out = tmp_path / "pred.jsonl"
+    assert invoke("predict", run_dir, EXAMPLES / "reviews.jsonl", "--out", out).exit_code == 0
+    first = json.loads(out.read_text().splitlines()[0])
+    assert first["id"] == "r1" and first["label"] == 0.8
+
+
+def test_predict_leaves_no_half_written_output_on_a_bad_line(run_dir, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "a fine beer"}\n{"text": "good"}\n{"text": \n')
+    out = tmp_path / "pred.jsonl"
+    out.write_text("keep me\n")
+    result = invoke("predict", run_dir, bad, "--out", out)
+    assert result.exit_code == 2
+    assert f"{bad}:3" in result.output
+    assert "Traceback" not in result.output
+    assert out.read_text() == "keep me\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl", "pred.jsonl"]
+
+
+def test_evaluate_reports_fractions_and_writes_json(run_dir, tmp_path):
+    out = tmp_path / "metrics.json"
+    result = invoke("evaluate", run_dir, "demo", "--json", out)
+    assert result.exit_code == 0, result.output
+    assert "precision" in result.output
+    metrics = json.loads(out.read_text())
+    for key in ("precision", "recall", "f1", "selection_rate", "mse"):
+        assert 0.0 <= metrics[key] <= 1.0, key
+    assert metrics["documents_with_gold"] == metrics["documents"] == 300
+
+
+def test_explain_text_and_html(run_dir, tmp_path):
+    result = invoke("explain", run_dir, "The color is a <b>hazy</b> gold & the head is thick.")
+    assert result.exit_code == 0, result.output
+    assert "prediction" in result.output
+    page = tmp_path / "page.html"
+    result = invoke("explain", run_dir, "--input", "demo", "--limit", 2, "--html", page)
+    assert result.exit_code == 0, result.output
+    html = page.read_text()
+    assert html.count("demo-") >= 2
+    result = invoke("explain", run_dir, "<script>x</script>", "--html", page)
+    assert result.exit_code == 0
+    html = page.read_text()
+    assert "<script>" not in html and "</script" not in html and "&lt;/script" in html
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["explain", "RUN"], "either a TEXT"),
+    (["explain", "RUN", "   "], "empty"),
+    (["evaluate", "RUN", "missing.jsonl"], "missing.jsonl"),
+    (["evaluate", "RUN", str(EXAMPLES / "reviews.txt")], "no label"),
+    (["train", "--data", "missing.csv", "--out", "OUT"], "missing.csv"),
+    (["train", "--data", "demo", "--out", "OUT", "--encoder", "gru"], "--encoder gru"),
+    (["train", "--data", "demo", "--out", "OUT", "--device", "tpu"], "--device tpu"),
+    (["predict", "nowhere", str(EXAMPLES / "reviews.txt"), "--out", "OUT"], "not a run directory"),
+])
+def test_user_errors_are_one_line_and_exit_2(run_dir, tmp_path, args, expected):
+    args = [str(run_dir) if a == "RUN" else str(tmp_path / "x") if a == "OUT" else a for a in args]
+    result = invoke(*args)
+    assert result.exit_code == 2, result.output
+    assert expected in result.output
+    assert "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_damaged_run_directories_are_refused(run_dir, tmp_path):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(run_dir, copy)
+    versions = json.loads((copy / "versions.json").read_text())
+    (copy / "versions.json").write_text(json.dumps({**versions, "format_version": 99}))
+    result = invoke("evaluate", copy, "demo")
+    assert result.exit_code == 2 and "version 99" in result.output
+    (copy / "versions.json").write_text(json.dumps(versions))
+    config = json.loads((copy / "config.json").read_text())
+    (copy / "config.json").write_text(json.dumps({**config, "hidden_size": 17}))
+    result = invoke("evaluate", copy, "demo")
+    assert result.exit_code == 2 and "do not match" in result.output
+    (copy / "vocab.json").unlink()
+    result = invoke("evaluate", copy, "demo")
+    assert result.exit_code == 2 and "vocab.json" in result.output
+
+
+def test_demo_command_runs_end_to_end():
+    result = invoke("demo", "--epochs", 1)
+    assert result.exit_code == 0, result.output
+    assert "precision" in result.output
+    assert "demo-" in result.output
+
+
+def test_python_dash_m_entry_point():
+    done = subprocess.run([sys.executable, "-m", "rationale_cli", "--help"], capture_output=True, text=True)
+    assert done.returncode == 0
+    for command in ("train", "predict", "explain", "evaluate", "demo"):
+        assert command in done.stdout

@@ -1,0 +1,274 @@
+"""Encoders: padding and skipped tokens never change a result, the RCNN and LSTM
+equations against literal references, hand-written backward passes against
+autograd and finite differences."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from models.encoders import ENCODERS, CNNEncoder, Encoder, LSTMEncoder, RCNNEncoder, build_encoder
+from models.encoders.recurrence import lstm_scan, lstm_scan_autograd, rcnn_scan, rcnn_scan_autograd
+
+IN, HID = 6, 5
+CONFIGS = [("rcnn", True), ("rcnn", False), ("lstm", True), ("lstm", False), ("cnn", True)]
+RECURRENT = [c for c in CONFIGS if c[0] != "cnn"]
+
+
+def make(kind: str, bidirectional: bool, dtype=torch.float32, seed: int = 0) -> Encoder:
+    torch.manual_seed(seed)
+    enc = build_encoder(kind, IN, HID, bidirectional=bidirectional).to(dtype)
+    with torch.no_grad():  # non-zero biases so that "state untouched" is a real check
+        for p in enc.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    return enc.eval()
+
+
+def ids(config):
+    kind, bi = config
+    return f"{kind}-{'bi' if bi else 'uni'}"
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=ids)
+def test_shapes_and_output_size(config):
+    enc = make(*config)
+    states, summary = enc(torch.randn(3, 7, IN), torch.ones(3, 7))
+    assert isinstance(enc, Encoder)
+    assert states.shape == (3, 7, enc.output_size) and summary.shape == (3, enc.output_size)
+    assert enc.output_size == (2 * HID if config == ("rcnn", True) or config == ("lstm", True) else HID)
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=ids)
+def test_padding_never_changes_a_result(config):
+    enc = make(*config)
+    torch.manual_seed(1)
+    lengths = [4, 9, 1, 6]
+    T = max(lengths)
+    x = torch.randn(len(lengths), T, IN)
+    mask = torch.zeros(len(lengths), T)
+    for i, n in enumerate(lengths):
+        mask[i, :n] = 1
+    x_batch = x * mask.unsqueeze(-1) + 5.0 * (1 - mask).unsqueeze(-1)  # garbage in the padding
+    states, summary = enc(x_batch, mask)
+    for i, n in enumerate(lengths):
+        s1, h1 = enc(x[i : i + 1, :n], torch.ones(1, n))
+        torch.testing.assert_close(states[i, :n], s1[0], atol=1e-5, rtol=0)
+        torch.testing.assert_close(summary[i], h1[0], atol=1e-5, rtol=0)
+        assert torch.all(states[i, n:] == 0)
+
+
+@pytest.mark.parametrize("config", RECURRENT, ids=ids)
+def test_masked_step_equals_deleting_the_token(config):
+    enc = make(*config)
+    torch.manual_seed(2)
+    x = torch.randn(2, 8, IN)
+    mask = torch.ones(2, 8)
+    mask[:, 3] = 0
+    mask[1, 6] = 0
+    states, summary = enc(x, mask)
+    for i in range(2):
+        keep = mask[i].bool()
+        s1, h1 = enc(x[i : i + 1, keep], torch.ones(1, int(keep.sum())))
+        torch.testing.assert_close(states[i, keep], s1[0], atol=1e-5, rtol=0)
+        torch.testing.assert_close(summary[i], h1[0], atol=1e-5, rtol=0)
+        assert torch.all(states[i, ~keep] == 0)
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=ids)
+def test_all_masked_row_gives_zeros(config):
+    enc = make(*config)
+    mask = torch.ones(2, 5)
+    mask[1] = 0
+    states, summary = enc(torch.randn(2, 5, IN), mask)
+    assert torch.all(states[1] == 0) and torch.all(summary[1] == 0)
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=ids)
+def test_fractional_masks_give_finite_gradients(config):
+    enc = make(*config)
+    torch.manual_seed(3)
+    x = torch.randn(3, 7, IN, requires_grad=True)
+    z = torch.rand(3, 7)
+    z[0, 2] = 0.0
+    z[1, :3] = 1.0
+    z[2, 5:] = 0.0  # padding
+    z.requires_grad_(True)
+    states, summary = enc(x * z.detach().unsqueeze(-1), z)
+    (states.square().sum() + summary.sin().sum()).backward()
+    for g in (x.grad, z.grad):
+        assert g is not None and torch.isfinite(g).all() and g.abs().sum() > 0
+    for p in enc.parameters():
+        assert p.grad is not None and torch.isfinite(p.grad).all()
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=ids)
+def test_no_grad_path_matches_training_path(config):
+    """Under no_grad the recurrences keep no per-step buffers (another code path)."""
+    enc = make(*config)
+    x = torch.randn(3, 6, IN, requires_grad=True)
+    mask = torch.rand(3, 6)
+    mask[0, 4:] = 0
+    s1, h1 = enc(x, mask)
+    with torch.no_grad():
+        s2, h2 = enc(x, mask)
+    torch.testing.assert_close(s1.detach(), s2, atol=1e-6, rtol=0)
+    torch.testing.assert_close(h1.detach(), h2, atol=1e-6, rtol=0)
+
+
+def test_empty_sequences():
+    for kind in ENCODERS:
+        enc = build_encoder(kind, IN, HID)
+        states, summary = enc(torch.randn(2, 0, IN), torch.ones(2, 0))
+        assert states.shape == (2, 0, enc.output_size) and torch.all(summary == 0)
+
+
+# --- references ------------------------------------------------------------
+
+
+def rcnn_reference(enc: RCNNEncoder, x: torch.Tensor, mask: torch.Tensor):
+    """Lei et al. (2016) / Bastings et al. (2019) App. B.1.1, one sequence and one step at a time."""
+    H = enc.hidden_size
+    directions = []
+    for d in range(2 if enc.bidirectional else 1):
+        W = enc.weight_ih[d]
+        Wl, W1, W2 = W[:, :H], W[:, H : 2 * H], W[:, 2 * H :]
+        Ul, bl, b = enc.weight_hh[d], enc.bias_lambda[d], enc.bias[d]
+        order = list(range(x.shape[1]))[:: 1 if d == 0 else -1]
+        rows, finals = [], []
+        for i in range(x.shape[0]):
+            h = c1 = c2 = torch.zeros(H, dtype=x.dtype)
+            hs = {}
+            for t in order:
+                xt, m = x[i, t], mask[i, t]
+                lam = torch.sigmoid(xt @ Wl + h @ Ul + bl)
+                c1_new = lam * c1 + (1 - lam) * (xt @ W1)
+                c2_new = lam * c2 + (1 - lam) * (c1 + xt @ W2)
+                h_new = torch.tanh(c2_new + b)
+                c1 = m * c1_new + (1 - m) * c1
+                c2 = m * c2_new + (1 - m) * c2
+                h = m * h_new + (1 - m) * h
+                hs[t] = h
+            rows.append(torch.stack([hs[t] for t in range(x.shape[1])]))
+            finals.append(h)
+        directions.append((torch.stack(rows), torch.stack(finals)))
+    states = torch.cat([s for s, _ in directions], -1) * (mask > 0).unsqueeze(-1)
+    return states, torch.cat([f for _, f in directions], -1)
+
+
+@pytest.mark.parametrize("bidirectional", [True, False])
+def test_rcnn_matches_the_paper_equations(bidirectional):
+    enc = make("rcnn", bidirectional, dtype=torch.float64)
+    torch.manual_seed(4)
+    x = torch.randn(3, 5, IN, dtype=torch.float64)
+    mask = torch.rand(3, 5, dtype=torch.float64)
+    mask[0, 1] = 0
+    mask[2, 3:] = 0
+    mask[1, 2] = 1
+    states, summary = enc(x, mask)
+    ref_states, ref_summary = rcnn_reference(enc, x, mask)
+    torch.testing.assert_close(states, ref_states, atol=1e-6, rtol=0)
+    torch.testing.assert_close(summary, ref_summary, atol=1e-6, rtol=0)
+
+
+def test_lstm_matches_torch_lstm():
+    """With an all-ones mask the masked LSTM is torch.nn.LSTM (gate order i, f, g, o there)."""
+    enc = make("lstm", True, dtype=torch.float64)
+    ref = torch.nn.LSTM(IN, HID, bidirectional=True, batch_first=True).double()
+    H = HID
+    perm = torch.cat([torch.arange(0, H), torch.arange(H, 2 * H), torch.arange(3 * H, 4 * H), torch.arange(2 * H, 3 * H)])
+    with torch.no_grad():
+        for d, suffix in enumerate(["", "_reverse"]):
+            getattr(ref, f"weight_ih_l0{suffix}").copy_(enc.weight_ih[d].T[perm])
+            getattr(ref, f"weight_hh_l0{suffix}").copy_(enc.weight_hh[d].T[perm])
+            getattr(ref, f"bias_ih_l0{suffix}").copy_(enc.bias[d][perm])
+            getattr(ref, f"bias_hh_l0{suffix}").zero_()
+    x = torch.randn(2, 6, IN, dtype=torch.float64)
+    states, summary = enc(x, torch.ones(2, 6, dtype=torch.float64))
+    ref_states, (h_n, _) = ref(x)
+    torch.testing.assert_close(states, ref_states, atol=1e-7, rtol=0)
+    torch.testing.assert_close(summary, torch.cat([h_n[0], h_n[1]], -1), atol=1e-7, rtol=0)
+
+
+def test_cnn_summary_is_masked_max():
+    enc = make("cnn", True)
+    x = torch.randn(2, 6, IN)
+    mask = torch.tensor([[1, 1, 0, 1, 1, 0], [0, 1, 1, 1, 0, 0]], dtype=torch.float32)
+    states, summary = enc(x, mask)
+    conv = torch.relu(enc.conv((x * mask.unsqueeze(-1)).transpose(1, 2))).transpose(1, 2)
+    expected = conv.masked_fill(mask.unsqueeze(-1) == 0, float("-inf")).max(1).values
+    torch.testing.assert_close(summary, expected)
+    torch.testing.assert_close(states, conv * mask.unsqueeze(-1))
+
+
+# --- gradients -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["rcnn", "lstm"])
+def test_gradcheck_encoder_wrt_input_and_mask(kind):
+    enc = make(kind, True, dtype=torch.float64)
+    torch.manual_seed(5)
+    x = torch.randn(2, 4, IN, dtype=torch.float64, requires_grad=True)
+    mask = (0.1 + 0.8 * torch.rand(2, 4, dtype=torch.float64)).requires_grad_()
+
+    def f(x, mask):
+        states, summary = enc(x, mask)
+        return states, summary
+
+    assert torch.autograd.gradcheck(f, (x, mask))
+
+
+@pytest.mark.parametrize("kind", ["rcnn", "lstm"])
+def test_hand_written_backward_matches_autograd(kind):
+    """The scans' backward against their step-by-step autograd twins, and gradcheck,
+    with exact zeros, ones and fractions in the gate."""
+    torch.manual_seed(6)
+    D, T, B, H = 2, 6, 3, 4
+    G = 3 if kind == "rcnn" else 4
+    P = torch.randn(D, T, B, G * H, dtype=torch.float64, requires_grad=True)
+    M = torch.rand(D, T, B, 1, dtype=torch.float64)
+    M[0, 1, 0] = 0
+    M[1, 2, 1] = 1
+    M[:, -1, 2] = 0
+    M.requires_grad_(True)
+    U = (0.5 * torch.randn(D, H, (1 if kind == "rcnn" else 4) * H, dtype=torch.float64)).requires_grad_()
+    args = [P, M, U]
+    if kind == "rcnn":
+        args.append(torch.randn(D, H, dtype=torch.float64, requires_grad=True))
+        fast, slow = rcnn_scan, rcnn_scan_autograd
+    else:
+        fast, slow = lstm_scan, lstm_scan_autograd
+    out, ref = fast(*args), slow(*args)
+    torch.testing.assert_close(out, ref, atol=1e-12, rtol=0)
+    w = torch.randn_like(out)
+    g_fast = torch.autograd.grad((out * w).sum(), args)
+    g_slow = torch.autograd.grad((ref * w).sum(), args)
+    for a, b in zip(g_fast, g_slow):
+        torch.testing.assert_close(a, b, atol=1e-10, rtol=0)
+    assert torch.autograd.gradcheck(fast, tuple(args))
+
+
+# --- construction ----------------------------------------------------------
+
+
+def test_build_encoder_kinds_and_errors():
+    assert ENCODERS == ("rcnn", "lstm", "cnn")
+    assert isinstance(build_encoder("rcnn", 4, 3), RCNNEncoder)
+    assert isinstance(build_encoder("lstm", 4, 3, bidirectional=False), LSTMEncoder)
+    cnn = build_encoder("cnn", 4, 3, kernel_size=5, dropout=0.1)
+    assert isinstance(cnn, CNNEncoder) and cnn.output_size == 3 and cnn.conv.kernel_size == (5,)
+    with pytest.raises(ValueError, match="unknown encoder"):
+        build_encoder("gru", 4, 3)
+    with pytest.raises(ValueError, match="odd"):
+        build_encoder("cnn", 4, 3, kernel_size=4)
+
+
+def test_dropout_only_in_training():
+    enc = build_encoder("rcnn", IN, HID, dropout=0.5)
+    x, mask = torch.randn(2, 5, IN), torch.ones(2, 5)
+    enc.eval()
+    a, b = enc(x, mask)[1], enc(x, mask)[1]
+    assert torch.equal(a, b)
+    enc.train()
+    torch.manual_seed(0)
+    c = enc(x, mask)[1]
+    assert not torch.allclose(a, c)

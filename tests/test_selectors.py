@@ -1,0 +1,65 @@
+import torch
+
+from models.model import RationaleModel
+from models.selectors import SELECTORS, build_selector
+from models.selectors.attention import AttentionSelector, top_share
+
+
+def test_top_share_picks_best_tokens_per_row_and_never_padding():
+    scores = torch.tensor([[0.1, 0.9, 0.5, 0.3, 7.0], [0.2, 0.1, 0.4, 0.0, 0.0]])
+    mask = torch.tensor([[1.0, 1, 1, 1, 0], [1, 1, 1, 0, 0]])
+    z = top_share(scores, mask, 0.5)
+    # 50% of 4 tokens is 2; 50% of 3 tokens rounds half up to 2
+    assert z.tolist() == [[0, 1, 1, 0, 0], [1, 0, 1, 0, 0]]
+
+
+def test_top_share_selects_at_least_one_token_and_breaks_ties_by_position():
+    scores = torch.zeros(1, 6)
+    mask = torch.ones(1, 6)
+    z = top_share(scores, mask, 0.01)
+    assert z.tolist() == [[1, 0, 0, 0, 0, 0]]
+
+
+def test_attention_gate_is_in_unit_interval_and_zero_on_padding():
+    torch.manual_seed(0)
+    selector = AttentionSelector(8, selection=0.25)
+    states = torch.randn(3, 7, 8)
+    mask = torch.ones(3, 7)
+    mask[1, 4:] = 0
+    selection = selector(states, mask)
+    gate = selection.masks[:, 0]
+    assert gate.shape == (3, 7)
+    assert torch.all(gate >= 0) and torch.all(gate <= 1 + 1e-6)
+    assert torch.all(gate[1, 4:] == 0)
+    assert torch.allclose(gate.amax(-1), torch.ones(3))
+    assert torch.allclose(selection.weights, torch.ones(3, 1))
+    decoded = selector.decode(states, mask)
+    assert decoded[1, 4:].sum() == 0
+    assert decoded[1].sum() == 1  # 25% of 4 tokens
+
+
+def test_build_selector_filters_options_and_rejects_unknown_names():
+    selector = build_selector("attention", 4, selection=0.3, k=7)
+    assert selector.selection == 0.3
+    assert build_selector("full", 4, selection=0.3).needs_states is False
+    try:
+        build_selector("nope", 4)
+    except ValueError as err:
+        assert "nope" in str(err)
+    else:  # pragma: no cover
+        raise AssertionError("unknown extractor accepted")
+    assert set(SELECTORS) >= {"full", "attention"}
+
+
+def test_model_padding_does_not_change_predictions():
+    torch.manual_seed(0)
+    for extractor in ("full", "attention"):
+        for encoder in ("rcnn", "lstm", "cnn"):
+            model = RationaleModel(20, 6, 5, 1, encoder=encoder, extractor=extractor, dropout=0.0).eval()
+            ids = torch.tensor([[3, 4, 5, 6, 0, 0], [3, 4, 5, 6, 7, 8]])
+            mask = (ids != 0).float()
+            z, scores, out = model.decode(ids, mask)
+            z1, scores1, out1 = model.decode(ids[:1, :4], mask[:1, :4])
+            assert torch.allclose(out[0], out1[0], atol=1e-5), (extractor, encoder)
+            assert torch.equal(z[0, :4], z1[0])
+            assert torch.all(z[0, 4:] == 0)
