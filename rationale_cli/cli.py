@@ -75,8 +75,11 @@ def train(
     text_col: Optional[str] = typer.Option(None, help="CSV/TSV text column [text]."),
     label_col: Optional[str] = typer.Option(None, help="CSV/TSV label column [label]."),
     encoder: Optional[str] = typer.Option(None, help="rcnn, lstm or cnn [rcnn]."),
-    extractor: Optional[str] = typer.Option(None, help="Rationale extractor: full or attention [full]."),
-    selection: Optional[float] = typer.Option(None, help="Share of tokens to select [0.13]."),
+    extractor: Optional[str] = typer.Option(None, help="Rationale extractor: full, attention or hardkuma [full]."),
+    selection: Optional[float] = typer.Option(None, help="Share of tokens to select: attention's top share, hardkuma's target [0.13]."),
+    transitions: Optional[float] = typer.Option(None, help="hardkuma: at most this rate of 0/1 transitions per token [no limit]."),
+    dependent: Optional[bool] = typer.Option(None, "--dependent/--independent", help="hardkuma: condition each z on the previous ones (Bastings et al. 6.1) [independent]."),
+    lagrange_lr: Optional[float] = typer.Option(None, help="hardkuma: step size of the multiplicative Lagrange multiplier updates [0.05]."),
     embeddings: Optional[str] = typer.Option(None, help="Pretrained vectors, GloVe or word2vec text (.gz too)."),
     embedding_dim: Optional[int] = typer.Option(None, help="Embedding size without --embeddings [200]."),
     fix_embeddings: Optional[bool] = typer.Option(None, "--fix-embeddings/--train-embeddings", help="Keep embeddings fixed [fixed]."),
@@ -307,7 +310,7 @@ def demo(
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-DEMO_DEFAULTS = ("format", "aspect", "valid", "valid_fraction", "task", "text_col", "label_col", "embeddings",
+DEMO_DEFAULTS = ("transitions", "dependent", "lagrange_lr", "format", "aspect", "valid", "valid_fraction", "task", "text_col", "label_col", "embeddings",
                  "fix_embeddings", "dropout", "min_freq", "max_vocab", "weight_decay", "lr_decay", "clip", "device",
                  "config")
 

@@ -28,6 +28,9 @@ class TrainConfig:
     encoder: str = "rcnn"
     extractor: str = "full"
     selection: float = 0.13
+    transitions: float | None = None
+    dependent: bool = False
+    lagrange_lr: float = 0.05
     embeddings: str | None = None
     embedding_dim: int = 200
     fix_embeddings: bool = True
@@ -47,7 +50,8 @@ class TrainConfig:
 
     def extractor_options(self) -> dict[str, Any]:
         """Options a selector may take (each selector keeps the ones it knows)."""
-        return {"selection": self.selection}
+        return {"selection": self.selection, "transitions": self.transitions, "dependent": self.dependent,
+                "lagrange_lr": self.lagrange_lr}
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

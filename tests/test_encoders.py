@@ -175,7 +175,7 @@ def test_lstm_matches_torch_lstm():
     enc = make("lstm", True, dtype=torch.float64)
     ref = torch.nn.LSTM(IN, HID, bidirectional=True, batch_first=True).double()
     H = HID
-    perm = torch.cat([torch.arange(0, H), torch.arange(H, 2 * H), torch.arange(3 * H, 4 * H), torch.arange(2 * H, 3 * H)])
+    perm = torch.cat([torch.arange(0, 2 * H), torch.arange(3 * H, 4 * H), torch.arange(2 * H, 3 * H)])  # ifgo <- ifog
     with torch.no_grad():
         for d, suffix in enumerate(["", "_reverse"]):
             getattr(ref, f"weight_ih_l0{suffix}").copy_(enc.weight_ih[d].T[perm])
@@ -272,3 +272,29 @@ def test_dropout_only_in_training():
     torch.manual_seed(0)
     c = enc(x, mask)[1]
     assert not torch.allclose(a, c)
+
+
+def test_rcnn_cell_steps_match_the_encoder():
+    """RCNNCell (one step at a time, for the dependent selector) = unidirectional RCNNEncoder."""
+    from models.encoders.rcnn import RCNNCell
+
+    enc = make("rcnn", False, dtype=torch.float64)
+    cell = RCNNCell(IN, HID).double()
+    with torch.no_grad():
+        cell.weight_ih.copy_(enc.weight_ih[0])
+        cell.bias_lambda.copy_(enc.bias_lambda[0])
+        cell.weight_hh.copy_(enc.weight_hh[0])
+        cell.bias.copy_(enc.bias[0])
+    x = torch.randn(3, 5, IN, dtype=torch.float64)
+    mask = torch.rand(3, 5, dtype=torch.float64)
+    mask[0, 2] = 0
+    mask[1, 3:] = 0
+    states, summary = enc(x, mask)
+    state = cell.initial(3, x)
+    hs = []
+    for t in range(5):
+        state = cell(x[:, t], state, mask[:, t])
+        hs.append(state[-1])
+    torch.testing.assert_close(torch.stack(hs, 1) * (mask > 0).unsqueeze(-1), states)
+    torch.testing.assert_close(state[-1], summary)
+    assert len(cell(x[:, 0], cell.initial(3, x))) == 3  # no mask: a plain step

@@ -16,7 +16,9 @@ the same recurrence, with its own weights, on the reversed sequence. States are
 each direction, ``[h_fwd_T ; h_bwd_1]``.
 
 The time loop and its hand-written backward live in
-:mod:`models.encoders.recurrence`.
+:mod:`models.encoders.recurrence`. :class:`RCNNCell` is the same cell one step
+at a time, for loops whose next input depends on the previous output (the
+dependent HardKuma selector, Bastings et al. 2019, Sec. 5 / App. B.1.2).
 """
 
 from __future__ import annotations
@@ -28,6 +30,49 @@ from torch import Tensor, nn
 
 from models.encoders import Encoder
 from models.encoders.recurrence import merge_directions, rcnn_scan, stack_directions
+
+
+class RCNNCell(nn.Module):
+    """One mask-gated RCNN step: ``cell(x_t [B,In], (c1, c2, h), m_t [B] or None) -> (c1, c2, h)``.
+
+    ``initial(batch, like)`` gives the zero state (dtype/device of ``like``);
+    ``state[-1]`` is h. With ``m_t`` the step is ``s_t = m_t s'_t + (1 - m_t) s_{t-1}``
+    like :class:`RCNNEncoder`; stepping it over a sequence gives a
+    unidirectional encoder's states with the same weights.
+    """
+
+    def __init__(self, input_size: int, hidden_size: int):
+        super().__init__()
+        self.input_size = input_size
+        self.hidden_size = hidden_size
+        self.weight_ih = nn.Parameter(torch.empty(input_size, 3 * hidden_size))
+        self.bias_lambda = nn.Parameter(torch.zeros(hidden_size))
+        self.weight_hh = nn.Parameter(torch.empty(hidden_size, hidden_size))
+        self.bias = nn.Parameter(torch.zeros(hidden_size))
+        nn.init.uniform_(self.weight_ih, -1 / math.sqrt(input_size), 1 / math.sqrt(input_size))
+        nn.init.uniform_(self.weight_hh, -1 / math.sqrt(hidden_size), 1 / math.sqrt(hidden_size))
+
+    def initial(self, batch: int, like: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        zero = like.new_zeros(batch, self.hidden_size)
+        return zero, zero, zero
+
+    def forward(
+        self, x: Tensor, state: tuple[Tensor, Tensor, Tensor], mask: Tensor | None = None
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        H = self.hidden_size
+        c1, c2, h = state
+        p = x @ self.weight_ih
+        lam = torch.sigmoid(torch.addmm(p[:, :H] + self.bias_lambda, h, self.weight_hh))
+        c1_new = torch.lerp(p[:, H : 2 * H], c1, lam)  # lam c1 + (1 - lam) W1 x
+        c2_new = torch.lerp(c1 + p[:, 2 * H :], c2, lam)  # lam c2 + (1 - lam) (c1 + W2 x)
+        h_new = torch.tanh(c2_new + self.bias)
+        if mask is None:
+            return c1_new, c2_new, h_new
+        m = mask.to(x.dtype).unsqueeze(-1)
+        return torch.lerp(c1, c1_new, m), torch.lerp(c2, c2_new, m), torch.lerp(h, h_new, m)
+
+    def extra_repr(self) -> str:
+        return f"{self.input_size}, {self.hidden_size}"
 
 
 class RCNNEncoder(Encoder):
@@ -63,7 +108,8 @@ class RCNNEncoder(Encoder):
         if x.shape[1] == 0:  # no steps: nothing to encode
             return x.new_zeros(*x.shape[:2], self.output_size), x.new_zeros(x.shape[0], self.output_size)
         # only the lambda gate has an input-side bias
-        bias_ih = torch.cat((self.bias_lambda, self.bias_lambda.new_zeros(self.bias_lambda.shape[0], 2 * self.hidden_size)), -1)
+        D, H = self.bias_lambda.shape
+        bias_ih = torch.cat((self.bias_lambda, self.bias_lambda.new_zeros(D, 2 * H)), -1)
         P, M = stack_directions(self.dropout(x), mask, self.weight_ih, bias_ih)
         out = rcnn_scan(P, M, self.weight_hh, self.bias)
         return merge_directions(out, mask)

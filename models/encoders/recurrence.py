@@ -20,15 +20,23 @@ state over unchanged -- Lei et al. (2016) and Bastings et al. (2019, Sec. 5,
 ``h_i = rnn(h_{i-1}, z_i e_i)``) skip unselected tokens this way -- and a
 fractional m interpolates (relaxed selectors).
 
-Why hand-written backward passes: plain autograd records ~15 nodes per step
-and replays them one by one; on CPU that bookkeeping, not the arithmetic,
-dominates (5-10x slower forward+backward at B=256, T=150, H=200; see
-``benchmarks/encoder_speed.py --autograd``). Here the forward loop runs without
-a graph into preallocated buffers, the reverse loop does one ``baddbmm`` and a
-few in-place elementwise ops per step, and the weight gradient
-``dU = sum_t h_{t-1}^T dA_t`` is a single matmul after the loop. The
-plain-autograd twins (``*_scan_autograd``) are the references the tests check
-against. Only first-order gradients are supported (``once_differentiable``).
+Why hand-written backward passes: the forward loop runs without an autograd
+graph and keeps only what the backward needs (c's, gates; tanh values are
+recomputed), the reverse loop does one ``baddbmm`` and a few in-place
+elementwise ops per step, and the weight gradient ``dU = sum_t h_{t-1}^T dA_t``
+is one matmul after the loop. Per-step states are kept as separate tensors, not
+slices of one big buffer: writing into a freshly allocated multi-100-MB buffer
+page-faults on every step (~0.3 ms/MB on the 2-core VM we measured on), while
+per-step tensors are recycled by malloc. Measured with
+``benchmarks/encoder_speed.py`` (B=256, T=150, D=H=200, bidirectional, 2 CPU
+threads), forward+backward of the whole encoder: RCNN ~0.7 s vs ~1.1 s with
+the plain-autograd loop, LSTM ~1.2 s vs ~1.4 s, CNN ~0.26 s (much of the
+remaining time is the input projection matmuls). The plain-autograd twins (``*_scan_autograd``) are the
+references the tests check against. torch.jit.script did not pay: no gain on
+these loops, ~10% on the autograd twin's RCNN scan (0.49 s vs 0.54 s), still
+well behind the hand-written one (0.33 s). Only first-order
+gradients are supported (``once_differentiable``). Under ``torch.no_grad`` (or
+when nothing requires grad) the loops keep nothing per step.
 
 tanh is computed as ``2 sigmoid(2x) - 1`` (:func:`_tanh_`): on this CPU build
 ``torch.tanh`` is ~6x slower than ``torch.sigmoid`` and the identity is exact
@@ -72,36 +80,38 @@ def _tanh_(x: Tensor) -> Tensor:
 
 
 def _rcnn_forward(P: Tensor, M: Tensor, U: Tensor, b: Tensor, store: bool):
-    """Run the loop; with ``store`` keep c1, c2 and r of every step for the backward."""
+    """The loop. Returns h of all steps and, with ``store``, the per-step
+    (c1_t, c2_t, r_t) the backward needs (else empty lists)."""
     D, T, B, G = P.shape
     H = G // 3
-    n = T if store else 1
-    out = P.new_empty(D, T, B, H)
-    C1 = P.new_zeros(D, n + 1, B, H)  # C1[:, t] = c1 before step t (two ping-pong slots if not store)
-    C2 = P.new_zeros(D, n + 1, B, H)
-    R = P.new_empty(D, n, B, H)  # r_t = 1 - lambda_t
-    d1 = P.new_empty(D, B, H)
-    d2 = torch.empty_like(d1)
-    u = torch.empty_like(d1)
-    h = torch.zeros_like(d1)
+    h = P.new_zeros(D, B, H)
+    c1 = torch.zeros_like(h)
+    c2 = torch.zeros_like(h)
+    d1 = torch.empty_like(h)
+    d2 = torch.empty_like(h)
+    u = torch.empty_like(h)
+    hs, c1s, c2s, rs = [], [], [], []
     for t in range(T):
-        i, j, k = (t, t + 1, t) if store else (t % 2, (t + 1) % 2, 0)
         p = P[:, t]
         m = M[:, t]
-        c1 = C1[:, i]
-        c2 = C2[:, i]
-        r = R[:, k]
-        torch.sigmoid(torch.baddbmm(p[..., :H], h, U, beta=-1, alpha=-1, out=r), out=r)
+        r = torch.baddbmm(p[..., :H], h, U, beta=-1, alpha=-1).sigmoid_()  # 1 - lambda_t
         torch.sub(p[..., H : 2 * H], c1, out=d1).mul_(r)
         torch.add(c1, p[..., 2 * H :], out=d2).sub_(c2).mul_(r)
         _tanh_(torch.add(c2, d2, out=u).add_(b))
-        torch.addcmul(c1, m, d1, out=C1[:, j])
-        torch.addcmul(c2, m, d2, out=C2[:, j])
-        h = torch.addcmul(h, m, u.sub_(h), out=out[:, t])
-    return out, C1, C2, R
+        c1 = torch.addcmul(c1, m, d1)
+        c2 = torch.addcmul(c2, m, d2)
+        h = torch.addcmul(h, m, u.sub_(h))
+        hs.append(h)
+        if store:
+            c1s.append(c1)
+            c2s.append(c2)
+            rs.append(r)
+    return torch.stack(hs, 1), c1s, c2s, rs
 
 
-def _rcnn_backward(gout: Tensor, P: Tensor, M: Tensor, U: Tensor, b: Tensor, out: Tensor, C1: Tensor, C2: Tensor, R: Tensor):
+def _rcnn_backward(
+    gout: Tensor, P: Tensor, M: Tensor, U: Tensor, b: Tensor, out: Tensor, c1s: list, c2s: list, rs: list
+):
     D, T, B, G = P.shape
     H = G // 3
     gP = torch.empty_like(P)
@@ -122,9 +132,9 @@ def _rcnn_backward(gout: Tensor, P: Tensor, M: Tensor, U: Tensor, b: Tensor, out
     for t in range(T - 1, -1, -1):
         p = P[:, t]
         m = M[:, t]
-        r = R[:, t]
-        c1 = C1[:, t]
-        c2 = C2[:, t]
+        r = rs[t]
+        c1 = c1s[t - 1] if t > 0 else zero  # state before step t
+        c2 = c2s[t - 1] if t > 0 else zero
         h = out[:, t - 1] if t > 0 else zero
         gpl = gP[:, t, :, :H]
         gp1 = gP[:, t, :, H : 2 * H]
@@ -161,16 +171,16 @@ class _RCNNScan(torch.autograd.Function):
     def forward(ctx, P: Tensor, M: Tensor, U: Tensor, b: Tensor) -> Tensor:
         P, M, U = P.contiguous(), M.contiguous(), U.contiguous()
         bb = b.unsqueeze(1)
-        out, C1, C2, R = _rcnn_forward(P, M, U, bb, store=True)
+        out, c1s, c2s, rs = _rcnn_forward(P, M, U, bb, store=True)
         ctx.save_for_backward(P, M, U, bb, out)
-        ctx.buffers = (C1, C2, R)
+        ctx.steps = (c1s, c2s, rs)
         return out
 
     @staticmethod
     @once_differentiable
     def backward(ctx, gout: Tensor):
         P, M, U, bb, out = ctx.saved_tensors
-        return _rcnn_backward(gout.contiguous(), P, M, U, bb, out, *ctx.buffers)
+        return _rcnn_backward(gout.contiguous(), P, M, U, bb, out, *ctx.steps)
 
 
 def rcnn_scan(P: Tensor, M: Tensor, U: Tensor, b: Tensor) -> Tensor:
@@ -211,32 +221,32 @@ def rcnn_scan_autograd(P: Tensor, M: Tensor, U: Tensor, b: Tensor) -> Tensor:
 
 
 def _lstm_forward(P: Tensor, M: Tensor, U: Tensor, store: bool):
-    """Run the loop; with ``store`` keep c and the activated gates of every step."""
+    """The loop. Returns h of all steps and, with ``store``, the per-step c_t and
+    activated gates [i, f, o, g]_t the backward needs (else empty lists)."""
     D, T, B, G = P.shape
     H = G // 4
-    n = T if store else 1
-    out = P.new_empty(D, T, B, H)
-    C = P.new_zeros(D, n + 1, B, H)  # C[:, t] = c before step t (two ping-pong slots if not store)
-    A = P.new_empty(D, n, B, G)  # activated gates i, f, o, g
-    cf = P.new_empty(D, B, H)
-    tc = torch.empty_like(cf)
-    h = torch.zeros_like(cf)
+    h = P.new_zeros(D, B, H)
+    c = torch.zeros_like(h)
+    cf = torch.empty_like(h)
+    tc = torch.empty_like(h)
+    hs, cs, acts = [], [], []
     for t in range(T):
-        i, j, k = (t, t + 1, t) if store else (t % 2, (t + 1) % 2, 0)
         m = M[:, t]
-        c = C[:, i]
-        a = torch.baddbmm(P[:, t], h, U, out=A[:, k])
+        a = torch.baddbmm(P[:, t], h, U)
         a[..., : 3 * H].sigmoid_()
         g = _tanh_(a[..., 3 * H :])
         torch.mul(a[..., :H], g, out=cf).addcmul_(a[..., H : 2 * H], c)  # c' = f c + i g
         _tanh_(tc.copy_(cf))
-        torch.addcmul(c, m, cf.sub_(c), out=C[:, j])
-        torch.mul(a[..., 2 * H : 3 * H], tc, out=cf).sub_(h)  # h' - h
-        h = torch.addcmul(h, m, cf, out=out[:, t])
-    return out, C, A
+        c = torch.addcmul(c, m, cf.sub_(c))
+        h = torch.addcmul(h, m, torch.mul(a[..., 2 * H : 3 * H], tc, out=cf).sub_(h))
+        hs.append(h)
+        if store:
+            cs.append(c)
+            acts.append(a)
+    return torch.stack(hs, 1), cs, acts
 
 
-def _lstm_backward(gout: Tensor, P: Tensor, M: Tensor, U: Tensor, out: Tensor, C: Tensor, A: Tensor):
+def _lstm_backward(gout: Tensor, P: Tensor, M: Tensor, U: Tensor, out: Tensor, cs: list, acts: list):
     D, T, B, G = P.shape
     H = G // 4
     gP = torch.empty_like(P)
@@ -254,13 +264,13 @@ def _lstm_backward(gout: Tensor, P: Tensor, M: Tensor, U: Tensor, out: Tensor, C
     sc = P.new_empty(D, B, 3 * H)
     for t in range(T - 1, -1, -1):
         m = M[:, t]
-        a = A[:, t]
+        a = acts[t]
         i = a[..., :H]
         f = a[..., H : 2 * H]
         o = a[..., 2 * H : 3 * H]
         g = a[..., 3 * H :]
         ga = gP[:, t]
-        c = C[:, t]
+        c = cs[t - 1] if t > 0 else zero  # state before step t
         h = out[:, t - 1] if t > 0 else zero
         gh.add_(gout[:, t])
         torch.mul(i, g, out=cf).addcmul_(f, c)  # c'
@@ -289,16 +299,16 @@ class _LSTMScan(torch.autograd.Function):
     @staticmethod
     def forward(ctx, P: Tensor, M: Tensor, U: Tensor) -> Tensor:
         P, M, U = P.contiguous(), M.contiguous(), U.contiguous()
-        out, C, A = _lstm_forward(P, M, U, store=True)
+        out, cs, acts = _lstm_forward(P, M, U, store=True)
         ctx.save_for_backward(P, M, U, out)
-        ctx.buffers = (C, A)
+        ctx.steps = (cs, acts)
         return out
 
     @staticmethod
     @once_differentiable
     def backward(ctx, gout: Tensor):
         P, M, U, out = ctx.saved_tensors
-        return _lstm_backward(gout.contiguous(), P, M, U, out, *ctx.buffers)
+        return _lstm_backward(gout.contiguous(), P, M, U, out, *ctx.steps)
 
 
 def lstm_scan(P: Tensor, M: Tensor, U: Tensor) -> Tensor:

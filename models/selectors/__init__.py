@@ -8,10 +8,12 @@ import inspect
 from models.selection import Selector
 from models.selectors.attention import AttentionSelector
 from models.selectors.full import FullSelector
+from models.selectors.hardkuma import HardKumaSelector
 
 SELECTORS: dict[str, type[Selector]] = {
     "full": FullSelector,
     "attention": AttentionSelector,
+    "hardkuma": HardKumaSelector,
 }
 
 

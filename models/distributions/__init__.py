@@ -1,0 +1,1 @@
+"""Distributions over rationale masks."""

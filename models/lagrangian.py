@@ -1,0 +1,54 @@
+"""Lagrangian relaxation of a rate constraint (Bastings et al., 2019, section 4, eq. 13,
+following the GECO update of Rezende & Viola, 2018, Algorithm 1).
+
+For a constraint ``c = R - target <= 0`` on a batch statistic R (expected L0 per
+token, expected transitions per token), the loss gets ``lambda * c_hat`` where
+``c_hat`` has the value of a moving average of c and the gradient of the
+batch's c (straight-through). After each training step the multiplier moves
+multiplicatively, ``lambda <- clamp(lambda * exp(lr * c_ma))``: it grows while
+the constraint is violated and decays once it holds. Nothing moves in eval mode.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+
+class LagrangeMultiplier(nn.Module):
+    def __init__(self, init: float = 0.0015, lr: float = 0.05, alpha: float = 0.5,
+                 minimum: float = 1e-12, maximum: float = 5.0):
+        super().__init__()
+        self.lr, self.alpha, self.minimum, self.maximum = lr, alpha, minimum, maximum
+        self.register_buffer("value", torch.tensor(float(init)))
+        self.register_buffer("moving", torch.tensor(0.0))
+
+    def forward(self, constraint: Tensor) -> Tensor:
+        """The Lagrangian term ``lambda * c_hat`` for a scalar constraint value."""
+        if self.training:
+            with torch.no_grad():
+                self.moving.mul_(self.alpha).add_((1 - self.alpha) * constraint.detach())
+        smoothed = constraint + (self.moving.clone() - constraint).detach()
+        term = self.value.clone() * smoothed
+        if self.training:
+            with torch.no_grad():
+                self.value.mul_(torch.exp(self.lr * self.moving)).clamp_(self.minimum, self.maximum)
+        return term
+
+
+class EqualityMultiplier(nn.Module):
+    """An equality constraint ``c = 0`` as the two inequalities ``c <= 0`` and ``-c <= 0``,
+    each with its own multiplicative multiplier; the net multiplier is their difference,
+    so the statistic is pulled to its target from both sides."""
+
+    def __init__(self, **options):
+        super().__init__()
+        self.upper = LagrangeMultiplier(**options)
+        self.lower = LagrangeMultiplier(**options)
+
+    def forward(self, constraint: Tensor) -> Tensor:
+        return self.upper(constraint) + self.lower(-constraint)
+
+    @property
+    def value(self) -> Tensor:
+        return self.upper.value - self.lower.value

@@ -1,0 +1,135 @@
+"""HardKuma: closed forms against sampling and quadrature, log-space stability,
+padding, and the Lagrange multipliers (Bastings et al., 2019, sections 3-4)."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from models.distributions.hardkuma import HardKuma
+from models.lagrangian import LagrangeMultiplier
+from models.selectors.hardkuma import HardKumaSelector, expected_costs
+
+SHAPES = [(0.5, 0.5), (1.0, 1.0), (2.0, 3.0), (0.3, 2.0), (5.0, 0.4)]
+
+
+@pytest.mark.parametrize("a, b", SHAPES)
+def test_sampled_atoms_match_closed_forms(a, b):
+    n = 200_000
+    gen = torch.Generator().manual_seed(0)
+    dist = HardKuma(torch.full((n,), a, dtype=torch.float64), torch.full((n,), b, dtype=torch.float64))
+    h = dist.rsample(generator=gen)
+    for observed, expected in (((h == 0).double().mean(), dist.p0()[0]), ((h == 1).double().mean(), dist.p1()[0])):
+        sd = math.sqrt(float(expected) * (1 - float(expected)) / n)
+        assert abs(float(observed) - float(expected)) < 4 * sd + 1e-12
+    sd_mean = float(h.std()) / math.sqrt(n)
+    assert abs(float(h.mean()) - float(dist.mean()[0])) < 4 * sd_mean
+
+
+@pytest.mark.parametrize("a, b", SHAPES)
+def test_cdf_is_monotone_and_matches_the_integrated_density(a, b):
+    dist = HardKuma(torch.tensor([a], dtype=torch.float64), torch.tensor([b], dtype=torch.float64))
+    grid = np.linspace(0.0, 0.999, 400)
+    cdf = np.array([float(dist.cdf(float(h))) for h in grid])
+    assert np.all(np.diff(cdf) >= -1e-12)
+    # P(H <= h) = P(H = 0) + int_0^h f_T(t) dt, with the stretched Kumaraswamy density
+    def density(t):
+        k = (t - dist.l) / (dist.r - dist.l)
+        return a * b * k ** (a - 1) * (1 - k**a) ** (b - 1) / (dist.r - dist.l)
+
+    for h in (0.1, 0.5, 0.9):
+        ts = np.linspace(0.0, h, 20001)
+        integral = np.trapezoid(density(ts), ts)
+        assert float(dist.cdf(h)) == pytest.approx(float(dist.p0()) + integral, abs=1e-4)
+    assert float(dist.p0()) == pytest.approx(float(dist.cdf(0.0)), abs=1e-12)
+
+
+def test_log_space_terms_are_finite_with_finite_gradients_over_the_whole_range():
+    values = torch.tensor([1e-6, 1e-3, 0.1, 1.0, 10.0, 100.0], dtype=torch.float32)
+    a, b = torch.meshgrid(values, values, indexing="ij")
+    a = a.reshape(-1).clone().requires_grad_(True)
+    b = b.reshape(-1).clone().requires_grad_(True)
+    dist = HardKuma(a, b)
+    terms = [dist.log_p0(), dist.log_p1(), dist.log_p_nonzero(), dist.mean(), dist.rsample()]
+    for term in terms:
+        assert torch.isfinite(term).all()
+    total = sum(t.sum() for t in terms)
+    total.backward()
+    assert torch.isfinite(a.grad).all() and torch.isfinite(b.grad).all()
+    probs = dist.p0() + dist.p_continuous() + dist.p1()
+    assert torch.allclose(probs, torch.ones_like(probs), atol=1e-5)
+
+
+def test_expected_costs_ignore_padding():
+    torch.manual_seed(0)
+    log_p0 = torch.log(torch.rand(2, 6))
+    log_nz = torch.log1p(-torch.exp(log_p0))
+    mask = torch.tensor([[1.0, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]])
+    l0, tr = expected_costs(log_p0, log_nz, mask)
+    l0_a, tr_a = expected_costs(log_p0[:1, :4], log_nz[:1, :4], mask[:1, :4])
+    l0_b, tr_b = expected_costs(log_p0[1:], log_nz[1:], mask[1:])
+    assert torch.allclose(l0, (l0_a + l0_b) / 2) and torch.allclose(tr, (tr_a + tr_b) / 2)
+    # brute force for one document: E[transitions] by enumeration of independent z != 0 events
+    p = torch.exp(log_nz[1]).tolist()
+    expected = 0.0
+    for bits in range(2 ** 6):
+        z = [(bits >> i) & 1 for i in range(6)]
+        prob = math.prod(pi if zi else 1 - pi for pi, zi in zip(p, z))
+        expected += prob * sum(z[i] != z[i + 1] for i in range(5))
+    assert float(tr_b) == pytest.approx(expected / 6, rel=1e-5)
+
+
+@pytest.mark.parametrize("dependent", [False, True])
+def test_selector_padding_never_changes_anything(dependent):
+    torch.manual_seed(0)
+    selector = HardKumaSelector(8, selection=0.3, dependent=dependent).eval()
+    states = torch.randn(1, 5, 8)
+    padded = torch.cat([states, torch.randn(1, 3, 8)], 1)
+    mask = torch.ones(1, 5)
+    padded_mask = torch.cat([mask, torch.zeros(1, 3)], 1)
+    z = selector.decode(states, mask)
+    z_padded = selector.decode(padded, padded_mask)
+    assert torch.allclose(z, z_padded[:, :5]) and torch.all(z_padded[:, 5:] == 0)
+    scores = selector.token_scores(padded, padded_mask)
+    assert torch.allclose(scores[:, :5], selector.token_scores(states, mask)) and torch.all(scores[:, 5:] == 0)
+    if not dependent:  # expected costs do not depend on the sample
+        assert torch.allclose(selector(states, mask).penalty, selector(padded, padded_mask).penalty)
+
+
+def test_multiplier_moves_in_training_only():
+    lam = LagrangeMultiplier(init=0.01, lr=0.5, alpha=0.0)
+    lam.eval()
+    lam(torch.tensor(0.5))
+    assert float(lam.value) == pytest.approx(0.01)
+    lam.train()
+    lam(torch.tensor(0.5))
+    assert float(lam.value) == pytest.approx(0.01 * math.exp(0.25))
+    lam(torch.tensor(-0.5))  # alpha 0: the moving average is the batch value
+    assert float(lam.value) == pytest.approx(0.01)
+    big = LagrangeMultiplier(init=1.0, lr=10.0, alpha=0.0, maximum=5.0)
+    big(torch.tensor(1.0))
+    assert float(big.value) == 5.0
+
+
+def test_lagrangian_term_has_the_moving_average_value_and_the_batch_gradient():
+    lam = LagrangeMultiplier(init=2.0, lr=0.0, alpha=0.5)
+    x = torch.tensor(0.4, requires_grad=True)
+    lam(torch.tensor(0.0))  # moving average 0
+    term = lam(x * 1.0)  # moving average 0.2
+    assert term.item() == pytest.approx(2.0 * 0.2)
+    term.backward()
+    assert float(x.grad) == pytest.approx(2.0)
+
+
+def test_selector_multipliers_do_not_move_in_eval_mode():
+    torch.manual_seed(0)
+    selector = HardKumaSelector(4, selection=0.01)
+    states, mask = torch.randn(3, 7, 4), torch.ones(3, 7)
+    selector.eval()
+    before = selector.lambda_l0.value.clone()
+    selector(states, mask)
+    assert torch.equal(selector.lambda_l0.value, before)
+    selector.train()
+    selector(states, mask)
+    assert float(selector.lambda_l0.value) > float(before)
