@@ -39,15 +39,20 @@ class LagrangeMultiplier(nn.Module):
 class EqualityMultiplier(nn.Module):
     """An equality constraint ``c = 0`` as the two inequalities ``c <= 0`` and ``-c <= 0``,
     each with its own multiplicative multiplier; the net multiplier is their difference,
-    so the statistic is pulled to its target from both sides."""
+    so the statistic is pulled to its target from both sides. The augmented-Lagrangian
+    term ``rho/2 c^2`` adds a restoring force proportional to the violation, which
+    keeps the multipliers from winding up and the rate from oscillating (measured on
+    the demo corpus: without it the rate swings between 0% and 100%)."""
 
-    def __init__(self, **options):
+    def __init__(self, rho: float = 0.0, **options):
         super().__init__()
+        self.rho = rho
         self.upper = LagrangeMultiplier(**options)
         self.lower = LagrangeMultiplier(**options)
 
     def forward(self, constraint: Tensor) -> Tensor:
-        return self.upper(constraint) + self.lower(-constraint)
+        augmented = 0.5 * self.rho * constraint**2
+        return self.upper(constraint) + self.lower(-constraint) + augmented
 
     @property
     def value(self) -> Tensor:

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from rationale_cli.config import resolve
+from rationale_cli.config import FIELD_TYPES, resolve
 from rationale_cli.errors import UserError
 
 app = typer.Typer(
@@ -33,7 +33,7 @@ FORMAT_HELP = "auto, beer, beer-annotations, eraser, jsonl, csv, tsv or text"
 
 
 def stderr() -> Console:
-    return Console(stderr=True)
+    return Console(stderr=True, soft_wrap=True)
 
 
 def stdout() -> Console:
@@ -80,6 +80,7 @@ def train(
     transitions: Optional[float] = typer.Option(None, help="hardkuma: at most this rate of 0/1 transitions per token [no limit]."),
     dependent: Optional[bool] = typer.Option(None, "--dependent/--independent", help="hardkuma: condition each z on the previous ones (Bastings et al. 6.1) [independent]."),
     lagrange_lr: Optional[float] = typer.Option(None, help="hardkuma: step size of the multiplicative Lagrange multiplier updates [0.05]."),
+    lagrange_rho: Optional[float] = typer.Option(None, help="hardkuma: weight of the augmented-Lagrangian term rho/2 (rate - target)^2 [1.0]."),
     embeddings: Optional[str] = typer.Option(None, help="Pretrained vectors, GloVe or word2vec text (.gz too)."),
     embedding_dim: Optional[int] = typer.Option(None, help="Embedding size without --embeddings [200]."),
     fix_embeddings: Optional[bool] = typer.Option(None, "--fix-embeddings/--train-embeddings", help="Keep embeddings fixed [fixed]."),
@@ -102,7 +103,6 @@ def train(
     """Train a select-then-predict model and write a run directory."""
     given = dict(locals())
     from rationale_cli import datasets
-    from rationale_cli.config import FIELD_TYPES
     from rationale_cli.readers import FORMATS
     from rationale_cli.training import split_validation, train_model
     from models.encoders import ENCODERS
@@ -125,7 +125,7 @@ def train(
     elif datasets.has_own_validation(cfg.data, cfg.format):
         valid_records = datasets.load(cfg.data, "valid", **reader)
     else:
-        train_records, valid_records = split_validation(train_records, cfg.valid_fraction, cfg.seed)
+        train_records, valid_records = split_validation(train_records, cfg.valid_fraction)
     metrics = train_model(cfg, train_records, valid_records, out, console)
     console.print(f"best epoch {metrics['best_epoch']}; run saved to {out}", highlight=False)
     stdout().print(metrics_table(metrics["valid"], f"validation ({len(valid_records):,} documents)"))
@@ -289,18 +289,18 @@ def evaluate(
 @friendly
 def demo(
     out: Optional[Path] = typer.Option(None, help="Keep the demo's run directory here (default: a temporary one)."),
-    extractor: str = typer.Option("attention", help="Extractor to train."),
-    encoder: str = typer.Option("cnn", help="Encoder: rcnn, lstm or cnn."),
-    epochs: int = typer.Option(10, help="Training epochs."),
+    extractor: str = typer.Option("hardkuma", help="Extractor to train."),
+    encoder: str = typer.Option("rcnn", help="Encoder: rcnn, lstm or cnn."),
+    epochs: int = typer.Option(12, help="Training epochs."),
     seed: int = typer.Option(0, help="Random seed."),
 ):
     """Train on a synthetic review corpus, evaluate against its gold rationales, explain a few reviews."""
     workdir = out or Path(tempfile.mkdtemp(prefix="rationale-demo-"))
     try:
-        stderr().rule("1/3  train on the synthetic beer-like corpus (aspect: appearance)")
-        train(data="demo", out=workdir, extractor=extractor, encoder=encoder, epochs=epochs, seed=seed,
-              embedding_dim=50, hidden_size=64, batch_size=50, lr=0.002, selection=0.2, patience=0,
-              force=out is None, **{k: None for k in DEMO_DEFAULTS})
+        stderr().rule("1/3  train on the synthetic beer-like corpus (aspect: appearance, select 20%)")
+        options = {**{name: None for name in FIELD_TYPES}, **DEMO_OPTIONS}
+        options.update(extractor=extractor, encoder=encoder, epochs=epochs, seed=seed)
+        train(out=workdir, config=None, force=out is None, **options)
         stderr().rule("2/3  evaluate on the test split")
         evaluate(run=workdir, data="demo", format="auto", aspect=None, json_out=None, batch_size=64, device="auto")
         stderr().rule("3/3  explain three test reviews")
@@ -310,9 +310,8 @@ def demo(
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-DEMO_DEFAULTS = ("transitions", "dependent", "lagrange_lr", "format", "aspect", "valid", "valid_fraction", "task", "text_col", "label_col", "embeddings",
-                 "fix_embeddings", "dropout", "min_freq", "max_vocab", "weight_decay", "lr_decay", "clip", "device",
-                 "config")
+DEMO_OPTIONS = dict(data="demo", selection=0.2, transitions=0.06, dependent=False, embedding_dim=50,
+                    hidden_size=64, batch_size=20, lr=0.002, patience=0)
 
 
 def main() -> None:

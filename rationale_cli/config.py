@@ -31,6 +31,7 @@ class TrainConfig:
     transitions: float | None = None
     dependent: bool = False
     lagrange_lr: float = 0.05
+    lagrange_rho: float = 1.0
     embeddings: str | None = None
     embedding_dim: int = 200
     fix_embeddings: bool = True
@@ -51,7 +52,7 @@ class TrainConfig:
     def extractor_options(self) -> dict[str, Any]:
         """Options a selector may take (each selector keeps the ones it knows)."""
         return {"selection": self.selection, "transitions": self.transitions, "dependent": self.dependent,
-                "lagrange_lr": self.lagrange_lr}
+                "lagrange_lr": self.lagrange_lr, "lagrange_rho": self.lagrange_rho}
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

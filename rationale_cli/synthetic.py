@@ -2,11 +2,12 @@
 
 Generated from a seed by our own code, so the gold rationale is known by
 construction. Each review has one sentence per aspect (appearance, aroma,
-palate) in shuffled order, each with a sentiment word from one of five grades,
-plus neutral distractor sentences. The score of the *target* aspect follows
-the grade of that aspect's sentence (grade / 4, small noise, clipped to [0, 1]);
-the other aspects' grades are drawn independently, so a model must find the
-target aspect's sentence to predict well. The gold rationale is that sentence.
+palate) in shuffled order, each with two clauses ("the color was good and the
+head seemed quite superb .") whose sentiment words come from five grades, plus
+neutral distractor sentences. The score of the *target* aspect is the mean of
+its two clauses' grades (/ 4, small noise, clipped to [0, 1]); the other
+aspects' grades are drawn independently, so a model must read both clauses of
+the target aspect's sentence to predict well. The gold rationale is that sentence.
 """
 
 from __future__ import annotations
@@ -48,19 +49,23 @@ DISTRACTORS = [
 SPLITS = {"train": (0, 2000), "valid": (1, 300), "test": (2, 300)}
 
 
-def aspect_sentence(aspect: str, grade: int, rng: random.Random) -> list[str]:
-    words = [*rng.choice(NOUNS[aspect]).split(), rng.choice(LINKS)]
+def clause(noun: str, grade: int, rng: random.Random) -> list[str]:
+    words = [*noun.split(), rng.choice(LINKS)]
     adverb = rng.choice(ADVERBS)
     if adverb:
         words.append(adverb)
-    words += [rng.choice(GRADES[grade]), "."]
-    return words
+    return words + [rng.choice(GRADES[grade])]
+
+
+def aspect_sentence(aspect: str, grades: tuple[int, int], rng: random.Random) -> list[str]:
+    first, second = rng.sample(NOUNS[aspect], 2)
+    return clause(first, grades[0], rng) + ["and"] + clause(second, grades[1], rng) + ["."]
 
 
 def review(index: int, aspect: int, rng: random.Random) -> Record:
-    grades = [rng.randrange(len(GRADES)) for _ in ASPECTS]
+    grades = [(rng.randrange(len(GRADES)), rng.randrange(len(GRADES))) for _ in ASPECTS]
     sentences = [(a, aspect_sentence(name, grades[a], rng)) for a, name in enumerate(ASPECTS)]
-    for _ in range(rng.randint(0, 2)):
+    if rng.random() < 0.5:
         sentences.append((None, rng.choice(DISTRACTORS).split() + ["."]))
     rng.shuffle(sentences)
     tokens: list[str] = []
@@ -69,7 +74,7 @@ def review(index: int, aspect: int, rng: random.Random) -> Record:
         if owner == aspect:
             rationale.append((len(tokens), len(tokens) + len(words)))
         tokens += words
-    score = min(1.0, max(0.0, grades[aspect] / 4 + rng.gauss(0.0, 0.02)))
+    score = min(1.0, max(0.0, sum(grades[aspect]) / 8 + rng.gauss(0.0, 0.02)))
     return Record(id=f"demo-{index}", tokens=tokens, label=round(score, 3), rationale=rationale)
 
 

@@ -28,10 +28,11 @@ from rationale_cli.vectors import load_vectors
 from rationale_cli.vocab import Vocab
 
 
-def split_validation(records: list[Record], fraction: float, seed: int) -> tuple[list[Record], list[Record]]:
-    """A seeded random ``fraction`` of the training records held out for validation."""
+def split_validation(records: list[Record], fraction: float) -> tuple[list[Record], list[Record]]:
+    """A random ``fraction`` of the training records held out for validation: a fixed
+    shuffle, so every seed and extractor sees the same split."""
     order = list(records)
-    random.Random(seed).shuffle(order)
+    random.Random(0).shuffle(order)
     n_valid = max(1, int(round(len(order) * fraction)))
     return order[n_valid:], order[:n_valid]
 

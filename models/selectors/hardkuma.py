@@ -11,7 +11,9 @@ masked and normalized by document length; for the dependent variant each term
 is conditioned on the sampled prefix (appendix B.1.2). Lagrange multipliers
 (eq. 13, :mod:`models.lagrangian`) hold the expected L0 *at* its target
 (``selection``: two-sided, so a user who asks for 13% gets 13% even where the
-task alone would select less) and the transitions *at most* at theirs.
+task alone would select less, with an augmented-Lagrangian term
+``rho/2 c^2`` that damps the multipliers' oscillation) and the transitions
+*at most* at theirs.
 
 Test time (section 5, "Deterministic predictions"): per token the most likely
 of z = 0, z = 1 and 0 < z < 1; in the continuous case the mean of the
@@ -58,6 +60,7 @@ class HardKumaSelector(Selector):
         z_hidden: int = 30,
         lagrange_lr: float = 0.05,
         lagrange_alpha: float = 0.5,
+        lagrange_rho: float = 1.0,
         lambda_init: float = 0.0015,
         lambda_max: float = 5.0,
     ):
@@ -68,7 +71,7 @@ class HardKumaSelector(Selector):
         self.b_layer = nn.Linear(shape_input, 1)
         self.z_cell = RCNNCell(input_size + 1, z_hidden) if dependent else None
         options = dict(init=lambda_init, lr=lagrange_lr, alpha=lagrange_alpha, maximum=lambda_max)
-        self.lambda_l0 = EqualityMultiplier(**options)
+        self.lambda_l0 = EqualityMultiplier(rho=lagrange_rho, **options)
         self.lambda_transitions = LagrangeMultiplier(**options) if transitions is not None else None
 
     def shapes(self, features: Tensor) -> HardKuma:
