@@ -14,7 +14,7 @@ import secrets
 from pathlib import Path
 from typing import Iterator
 
-__all__ = ["atomic_path", "write_text_atomic", "write_bytes_atomic"]
+__all__ = ["atomic_path", "write_text_atomic"]
 
 
 def _create_temp(target: Path) -> Path:
@@ -75,9 +75,3 @@ def write_text_atomic(path: str | os.PathLike, text: str, *, encoding: str = "ut
     with atomic_path(path) as tmp:
         with open(tmp, "w", encoding=encoding) as handle:
             handle.write(text)
-
-
-def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (see :func:`atomic_path`)."""
-    with atomic_path(path) as tmp:
-        tmp.write_bytes(data)

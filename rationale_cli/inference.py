@@ -80,9 +80,3 @@ def evaluate(model, vocab, task, records, *, batch_size=64, device="cpu") -> dic
         rationale.add(out.selected, out.record.gold_mask())
         losses.append(out.loss)
     return {"loss": sum(losses) / max(len(losses), 1), **task_scores.result(), **rationale.result()}
-
-
-def sorted_for_speed(records: list[Record]) -> list[Record]:
-    """Records sorted by length (evaluation batches with little padding); order is irrelevant there."""
-    return sorted(records, key=lambda r: len(r.tokens))
-

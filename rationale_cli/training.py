@@ -17,15 +17,16 @@ import torch
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from rationale_cli.batching import length_batches, make_batch
+from rationale_cli.batching import Batch, length_batches, make_batch
 from rationale_cli.config import TrainConfig
 from rationale_cli.devices import resolve_device
 from rationale_cli.inference import evaluate
 from rationale_cli.records import Record
 from rationale_cli.rundir import build_model, save_run, save_weights, write_json
-from rationale_cli.task import infer_task
+from rationale_cli.task import Task, infer_task
 from rationale_cli.vectors import load_vectors
 from rationale_cli.vocab import Vocab
+from models.selection import Selection
 
 
 def split_validation(records: list[Record], fraction: float) -> tuple[list[Record], list[Record]]:
@@ -67,6 +68,24 @@ def summary_line(epoch: int, epochs: int, train_loss: float, valid: dict, stats:
     parts += [f"{k} {v:.4g}" for k, v in stats.items()]
     parts.append(f"{seconds:.0f}s")
     return " | ".join(parts)
+
+
+def training_step(model, task: Task, batch: Batch, optimizer: torch.optim.Optimizer, clip: float) -> tuple[float, Selection]:
+    """One update: ``loss = (weights * task_loss).sum(-1).mean() + penalty + surrogate``."""
+    selection, outputs = model(batch.ids, batch.mask)
+    targets = batch.targets.unsqueeze(1).expand(selection.weights.shape)
+    task_loss = task.loss(outputs, targets)
+    loss = (selection.weights * task_loss).sum(-1).mean() + selection.penalty
+    if selection.surrogate is not None:
+        surrogate = selection.surrogate(task_loss.detach())
+        if surrogate is not None:
+            loss = loss + surrogate
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if clip > 0:
+        torch.nn.utils.clip_grad_norm_([p for group in optimizer.param_groups for p in group["params"]], clip)
+    optimizer.step()
+    return loss.item(), selection
 
 
 def train_model(
@@ -115,20 +134,8 @@ def train_model(
             job = bar.add_task(f"epoch {epoch}/{config.epochs}", total=n_batches, status="")
             for records in length_batches(train_records, config.batch_size, rng=rng):
                 batch = make_batch(records, vocab, task, device)
-                selection, outputs = model(batch.ids, batch.mask)
-                targets = batch.targets.unsqueeze(1).expand(selection.weights.shape)
-                task_loss = task.loss(outputs, targets)
-                loss = (selection.weights * task_loss).sum(-1).mean() + selection.penalty
-                if selection.surrogate is not None:
-                    surrogate = selection.surrogate(task_loss.detach())
-                    if surrogate is not None:
-                        loss = loss + surrogate
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                if config.clip > 0:
-                    torch.nn.utils.clip_grad_norm_(params, config.clip)
-                optimizer.step()
-                total += loss.item() * len(records)
+                loss, selection = training_step(model, task, batch, optimizer, config.clip)
+                total += loss * len(records)
                 count += len(records)
                 for key, value in selection.stats.items():
                     stats[key] += float(value) * len(records)

@@ -1,0 +1,77 @@
+"""CPU cost of one training step per extractor, relative to the full-text baseline,
+measured side by side in one run (same batch, same encoder, same sizes).
+
+    python benchmarks/step_cost.py                      # B=256, T=150, D=50, H=200, BiRCNN
+    python benchmarks/step_cost.py --threads 2 --repeats 5
+
+A step is the trainer's own ``training_step``: forward, loss, backward, clipping
+and the Adam update. Prints the median milliseconds and the ratio to ``full``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from models.model import RationaleModel  # noqa: E402
+from rationale_cli.batching import Batch  # noqa: E402
+from rationale_cli.task import Regression  # noqa: E402
+from rationale_cli.training import training_step  # noqa: E402
+
+VARIANTS = {
+    "full": ("full", {}),
+    "attention": ("attention", {"selection": 0.13}),
+    "hardkuma": ("hardkuma", {"selection": 0.13, "transitions": 0.02}),
+    "hardkuma-dependent": ("hardkuma", {"selection": 0.13, "transitions": 0.02, "dependent": True}),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--length", type=int, default=150)
+    parser.add_argument("--embedding", type=int, default=50)
+    parser.add_argument("--hidden", type=int, default=200)
+    parser.add_argument("--encoder", default="rcnn")
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS))
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    vocab = 5000
+    lengths = torch.randint(args.length // 2, args.length + 1, (args.batch,))
+    lengths[0] = args.length
+    mask = (torch.arange(args.length).unsqueeze(0) < lengths.unsqueeze(1)).float()
+    ids = torch.randint(2, vocab, (args.batch, args.length)) * mask.long()
+    batch = Batch([], ids, mask, torch.rand(args.batch))
+    task = Regression()
+    print(f"B={args.batch} T<={args.length} D={args.embedding} H={args.hidden} encoder={args.encoder} "
+          f"threads={args.threads} torch={torch.__version__}")
+    timings = {}
+    for name in args.variants:
+        extractor, options = VARIANTS[name]
+        model = RationaleModel(vocab, args.embedding, args.hidden, 1, encoder=args.encoder,
+                               extractor=extractor, extractor_options=options)
+        optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=4e-4)
+        training_step(model, task, batch, optimizer, 5.0)  # warm-up
+        runs = []
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            training_step(model, task, batch, optimizer, 5.0)
+            runs.append(time.perf_counter() - start)
+        timings[name] = statistics.median(runs) * 1000
+    base = timings.get("full")
+    for name, ms in timings.items():
+        ratio = f"{ms / base:.2f}x full" if base else ""
+        print(f"{name:20s} {ms:9.1f} ms/step  {ratio}")
+
+
+if __name__ == "__main__":
+    main()
