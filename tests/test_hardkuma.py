@@ -154,3 +154,23 @@ def test_training_on_the_demo_corpus_hits_the_selection_target_with_high_precisi
     test = json.loads(metrics.read_text())
     assert abs(test["selection_rate"] - 0.2) <= 0.02, test
     assert test["precision"] > 0.9, test
+
+
+def test_dependent_selector_matches_the_step_by_step_definition():
+    """The pre-projected loop equals eq. 16 written out: a, b = f([h_i; s_{i-1}]), s_i = rcnn([h_i; z_i])."""
+    import torch.nn.functional as F
+
+    from models.selectors.hardkuma import most_likely
+
+    torch.manual_seed(1)
+    selector = HardKumaSelector(6, dependent=True, z_hidden=5).eval()
+    states, mask = torch.randn(3, 7, 6), torch.ones(3, 7)
+    mask[2, 5:] = 0
+    state = selector.z_cell.initial(3, states)
+    expected = []
+    for t in range(7):
+        a, b = F.softplus(selector.shape_layer(torch.cat([states[:, t], state[-1]], -1))).unbind(-1)
+        z_t = most_likely(HardKuma(a, b)) * mask[:, t]
+        state = selector.z_cell(torch.cat([states[:, t], z_t.unsqueeze(-1)], -1), state, mask[:, t])
+        expected.append(z_t)
+    assert torch.allclose(selector.decode(states, mask), torch.stack(expected, 1), atol=1e-6)

@@ -59,16 +59,22 @@ class RCNNCell(nn.Module):
     def forward(
         self, x: Tensor, state: tuple[Tensor, Tensor, Tensor], mask: Tensor | None = None
     ) -> tuple[Tensor, Tensor, Tensor]:
+        return self.step(x @ self.weight_ih, state, mask)
+
+    def step(
+        self, p: Tensor, state: tuple[Tensor, Tensor, Tensor], mask: Tensor | None = None
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """The same step from the input projection ``p = x @ weight_ih`` [B, 3H] (callers
+        that know most of x in advance project it for all steps at once)."""
         H = self.hidden_size
         c1, c2, h = state
-        p = x @ self.weight_ih
         lam = torch.sigmoid(torch.addmm(p[:, :H] + self.bias_lambda, h, self.weight_hh))
         c1_new = torch.lerp(p[:, H : 2 * H], c1, lam)  # lam c1 + (1 - lam) W1 x
         c2_new = torch.lerp(c1 + p[:, 2 * H :], c2, lam)  # lam c2 + (1 - lam) (c1 + W2 x)
         h_new = torch.tanh(c2_new + self.bias)
         if mask is None:
             return c1_new, c2_new, h_new
-        m = mask.to(x.dtype).unsqueeze(-1)
+        m = mask.to(p.dtype).unsqueeze(-1)
         return torch.lerp(c1, c1_new, m), torch.lerp(c2, c2_new, m), torch.lerp(h, h_new, m)
 
     def extra_repr(self) -> str:

@@ -66,42 +66,40 @@ class HardKumaSelector(Selector):
     ):
         super().__init__()
         self.selection, self.transitions, self.dependent = selection, transitions, dependent
-        shape_input = input_size + (z_hidden if dependent else 0)
-        self.a_layer = nn.Linear(shape_input, 1)
-        self.b_layer = nn.Linear(shape_input, 1)
+        self.shape_layer = nn.Linear(input_size + (z_hidden if dependent else 0), 2)
         self.z_cell = RCNNCell(input_size + 1, z_hidden) if dependent else None
         options = dict(init=lambda_init, lr=lagrange_lr, alpha=lagrange_alpha, maximum=lambda_max)
         self.lambda_l0 = EqualityMultiplier(rho=lagrange_rho, **options)
         self.lambda_transitions = LagrangeMultiplier(**options) if transitions is not None else None
 
-    def shapes(self, features: Tensor) -> HardKuma:
-        a = F.softplus(self.a_layer(features)).squeeze(-1)
-        b = F.softplus(self.b_layer(features)).squeeze(-1)
-        return HardKuma(a, b)
-
-    def run(self, states: Tensor, mask: Tensor, choose) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """z, log P(z=0), log P(z!=0) and P(z!=0) for every token; ``choose(dist)`` draws or decodes z."""
+    def run(self, states: Tensor, mask: Tensor, choose) -> tuple[Tensor, HardKuma]:
+        """z for every token and the distributions it was drawn from; ``choose(dist)``
+        draws (training) or decodes (test) z."""
         if not self.dependent:
-            dist = self.shapes(states)
-            z = choose(dist) * mask
-            log_nonzero = dist.log_p_nonzero()
-            return z, dist.log_p0(), log_nonzero, torch.exp(log_nonzero)
-        batch, length, _ = states.shape
-        state = self.z_cell.initial(batch, states)
-        zs, log_p0s, log_nzs = [], [], []
-        for t in range(length):
-            dist = self.shapes(torch.cat([states[:, t], state[-1]], -1))
-            z_t = choose(dist) * mask[:, t]
-            state = self.z_cell(torch.cat([states[:, t], z_t.unsqueeze(-1)], -1), state, mask[:, t])
+            a, b = F.softplus(self.shape_layer(states)).unbind(-1)
+            dist = HardKuma(a, b)
+            return choose(dist) * mask, dist
+        # eq. 16: a_i, b_i = f([h_i; s_{i-1}]), s_i = rcnn([h_i; z_i], s_{i-1}). The parts that
+        # depend on h only are projected for all steps before the loop.
+        n = states.shape[-1]
+        shape_h = F.linear(states, self.shape_layer.weight[:, :n], self.shape_layer.bias)
+        shape_s = self.shape_layer.weight[:, n:]
+        cell_h = states @ self.z_cell.weight_ih[:n]
+        cell_z = self.z_cell.weight_ih[n]
+        state = self.z_cell.initial(states.shape[0], states)
+        zs, shapes = [], []
+        for t in range(states.shape[1]):
+            shape = F.softplus(torch.addmm(shape_h[:, t], state[-1], shape_s.t()))
+            z_t = choose(HardKuma(shape[:, 0], shape[:, 1])) * mask[:, t]
+            state = self.z_cell.step(torch.addcmul(cell_h[:, t], z_t.unsqueeze(-1), cell_z), state, mask[:, t])
             zs.append(z_t)
-            log_p0s.append(dist.log_p0())
-            log_nzs.append(dist.log_p_nonzero())
-        log_nonzero = torch.stack(log_nzs, 1)
-        return torch.stack(zs, 1), torch.stack(log_p0s, 1), log_nonzero, torch.exp(log_nonzero)
+            shapes.append(shape)
+        a, b = torch.stack(shapes, 1).unbind(-1)
+        return torch.stack(zs, 1), HardKuma(a, b)
 
     def forward(self, states: Tensor, mask: Tensor) -> Selection:
-        z, log_p0, log_nonzero, _ = self.run(states, mask, HardKuma.rsample)
-        l0, transitions = expected_costs(log_p0, log_nonzero, mask)
+        z, dist = self.run(states, mask, HardKuma.rsample)
+        l0, transitions = expected_costs(dist.log_p0(), dist.log_p_nonzero(), mask)
         penalty = self.lambda_l0(l0 - self.selection)
         if self.lambda_transitions is not None:
             penalty = penalty + self.lambda_transitions(transitions - self.transitions)
@@ -123,4 +121,4 @@ class HardKumaSelector(Selector):
 
     def token_scores(self, states: Tensor, mask: Tensor) -> Tensor:
         """P(z_i != 0) (conditioned on the decoded prefix for the dependent variant)."""
-        return self.run(states, mask, most_likely)[3] * mask
+        return torch.exp(self.run(states, mask, most_likely)[1].log_p_nonzero()) * mask
