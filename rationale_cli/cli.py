@@ -75,12 +75,17 @@ def train(
     text_col: Optional[str] = typer.Option(None, help="CSV/TSV text column [text]."),
     label_col: Optional[str] = typer.Option(None, help="CSV/TSV label column [label]."),
     encoder: Optional[str] = typer.Option(None, help="rcnn, lstm or cnn [rcnn]."),
-    extractor: Optional[str] = typer.Option(None, help="Rationale extractor: full, attention or hardkuma [full]."),
+    extractor: Optional[str] = typer.Option(None, help="Rationale extractor: full, attention, hardkuma or bernoulli [full]."),
     selection: Optional[float] = typer.Option(None, help="Share of tokens to select: attention's top share, hardkuma's target [0.13]."),
     transitions: Optional[float] = typer.Option(None, help="hardkuma: at most this rate of 0/1 transitions per token [no limit]."),
     dependent: Optional[bool] = typer.Option(None, "--dependent/--independent", help="hardkuma: condition each z on the previous ones (Bastings et al. 6.1) [independent]."),
     lagrange_lr: Optional[float] = typer.Option(None, help="hardkuma: step size of the multiplicative Lagrange multiplier updates [0.05]."),
     lagrange_rho: Optional[float] = typer.Option(None, help="hardkuma: weight of the augmented-Lagrangian term rho/2 (rate - target)^2 [1.0]."),
+    sparsity: Optional[float] = typer.Option(None, help="bernoulli: cost per selected token, lambda0 of Lei et al. [0.0003]."),
+    coherence: Optional[float] = typer.Option(None, help="bernoulli: cost per 0/1 transition, lambda1 [2 x sparsity]."),
+    baseline: Optional[str] = typer.Option(None, help="bernoulli: REINFORCE baseline none, ema or loo [ema]."),
+    samples: Optional[int] = typer.Option(None, help="bernoulli: rationales sampled per document [1]."),
+    lagrangian: Optional[bool] = typer.Option(None, "--lagrangian/--fixed-penalty", help="bernoulli: hold the rate at --selection with a multiplier instead of a fixed sparsity cost [fixed]."),
     embeddings: Optional[str] = typer.Option(None, help="Pretrained vectors, GloVe or word2vec text (.gz too)."),
     embedding_dim: Optional[int] = typer.Option(None, help="Embedding size without --embeddings [200]."),
     fix_embeddings: Optional[bool] = typer.Option(None, "--fix-embeddings/--train-embeddings", help="Keep embeddings fixed [fixed]."),
@@ -107,6 +112,7 @@ def train(
     from rationale_cli.training import split_validation, train_model
     from models.encoders import ENCODERS
     from models.selectors import SELECTORS
+    from models.selectors.bernoulli import BASELINES
 
     cfg = resolve(config, {k: v for k, v in given.items() if k in FIELD_TYPES})
     if not cfg.data:
@@ -115,6 +121,9 @@ def train(
     check_choice("--encoder", cfg.encoder, ENCODERS)
     check_choice("--extractor", cfg.extractor, tuple(SELECTORS))
     check_choice("--task", cfg.task, ("auto", "regression", "classification"))
+    check_choice("--baseline", cfg.baseline, BASELINES)
+    if cfg.baseline == "loo" and cfg.samples < 2:
+        raise UserError("--baseline loo needs --samples 2 or more")
     if (out / "model.safetensors").exists() and not force:
         raise UserError(f"{out}: a trained run is already there; choose another --out or pass --force")
     console = stderr()

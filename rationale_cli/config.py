@@ -32,6 +32,11 @@ class TrainConfig:
     dependent: bool = False
     lagrange_lr: float = 0.05
     lagrange_rho: float = 1.0
+    sparsity: float = 0.0003
+    coherence: float | None = None
+    baseline: str = "ema"
+    samples: int = 1
+    lagrangian: bool = False
     embeddings: str | None = None
     embedding_dim: int = 200
     fix_embeddings: bool = True
@@ -52,7 +57,9 @@ class TrainConfig:
     def extractor_options(self) -> dict[str, Any]:
         """Options a selector may take (each selector keeps the ones it knows)."""
         return {"selection": self.selection, "transitions": self.transitions, "dependent": self.dependent,
-                "lagrange_lr": self.lagrange_lr, "lagrange_rho": self.lagrange_rho}
+                "lagrange_lr": self.lagrange_lr, "lagrange_rho": self.lagrange_rho, "sparsity": self.sparsity,
+                "coherence": self.coherence, "baseline": self.baseline, "samples": self.samples,
+                "lagrangian": self.lagrangian}
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -180,3 +180,18 @@ def test_python_dash_m_entry_point():
     assert done.returncode == 0
     for command in ("train", "predict", "explain", "evaluate", "demo"):
         assert command in done.stdout
+
+
+@pytest.mark.parametrize("extractor, extra", [
+    ("full", []),
+    ("hardkuma", ["--dependent", "--transitions", "0.05"]),
+    ("bernoulli", ["--dependent", "--baseline", "loo", "--samples", "2"]),
+])
+def test_every_extractor_trains_and_evaluates(tmp_path, extractor, extra):
+    out = tmp_path / extractor
+    result = invoke("train", "--data", "demo", "--out", out, "--epochs", 1, "--extractor", extractor, "--encoder", "rcnn",
+                    "--embedding-dim", 8, "--hidden-size", 8, "--batch-size", 100, *extra)
+    assert result.exit_code == 0, result.output
+    result = invoke("evaluate", out, "demo", "--json", tmp_path / "m.json")
+    assert result.exit_code == 0, result.output
+    assert 0.0 <= json.loads((tmp_path / "m.json").read_text())["selection_rate"] <= 1.0

@@ -166,11 +166,12 @@ def test_dependent_selector_matches_the_step_by_step_definition():
     selector = HardKumaSelector(6, dependent=True, z_hidden=5).eval()
     states, mask = torch.randn(3, 7, 6), torch.ones(3, 7)
     mask[2, 5:] = 0
-    state = selector.z_cell.initial(3, states)
+    scan = selector.scan
+    state = scan.cell.initial(3, states)
     expected = []
     for t in range(7):
-        a, b = F.softplus(selector.shape_layer(torch.cat([states[:, t], state[-1]], -1))).unbind(-1)
+        a, b = F.softplus(scan.head(torch.cat([states[:, t], state[-1]], -1))).unbind(-1)
         z_t = most_likely(HardKuma(a, b)) * mask[:, t]
-        state = selector.z_cell(torch.cat([states[:, t], z_t.unsqueeze(-1)], -1), state, mask[:, t])
+        state = scan.cell(torch.cat([states[:, t], z_t.unsqueeze(-1)], -1), state, mask[:, t])
         expected.append(z_t)
     assert torch.allclose(selector.decode(states, mask), torch.stack(expected, 1), atol=1e-6)

@@ -7,6 +7,7 @@ import inspect
 
 from models.selection import Selector
 from models.selectors.attention import AttentionSelector
+from models.selectors.bernoulli import BernoulliSelector
 from models.selectors.full import FullSelector
 from models.selectors.hardkuma import HardKumaSelector
 
@@ -14,6 +15,7 @@ SELECTORS: dict[str, type[Selector]] = {
     "full": FullSelector,
     "attention": AttentionSelector,
     "hardkuma": HardKumaSelector,
+    "bernoulli": BernoulliSelector,
 }
 
 

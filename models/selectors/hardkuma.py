@@ -3,7 +3,7 @@
 Each token gets ``z_i ~ HardKuma(a_i, b_i, -0.1, 1.1)`` with ``a_i, b_i``
 softplus layers over the selector encoder's states (section 5); the *dependent*
 variant (section 6.1, eq. 16) conditions them on the sampled prefix through a
-small RCNN over ``[h_i; z_i]``: ``a_i, b_i = f(h_i, s_{i-1})``, ``s_i = rcnn([h_i; z_i], s_{i-1})``.
+small RCNN over ``[h_i; z_i]`` (:mod:`models.selectors.dependent`).
 
 Penalties (section 4): the expected L0 per token (eq. 11) and the expected
 number of transitions per token (the fused-lasso relaxation, eq. 12), both
@@ -27,9 +27,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from models.distributions.hardkuma import HardKuma
-from models.encoders.rcnn import RCNNCell
 from models.lagrangian import EqualityMultiplier, LagrangeMultiplier
 from models.selection import Selection, Selector
+from models.selectors.dependent import DependentScan
 
 
 def expected_costs(log_p0: Tensor, log_nonzero: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
@@ -65,9 +65,9 @@ class HardKumaSelector(Selector):
         lambda_max: float = 5.0,
     ):
         super().__init__()
-        self.selection, self.transitions, self.dependent = selection, transitions, dependent
-        self.shape_layer = nn.Linear(input_size + (z_hidden if dependent else 0), 2)
-        self.z_cell = RCNNCell(input_size + 1, z_hidden) if dependent else None
+        self.selection, self.transitions = selection, transitions
+        self.scan = DependentScan(input_size, 2, z_hidden) if dependent else None
+        self.shape_layer = None if dependent else nn.Linear(input_size, 2)
         options = dict(init=lambda_init, lr=lagrange_lr, alpha=lagrange_alpha, maximum=lambda_max)
         self.lambda_l0 = EqualityMultiplier(rho=lagrange_rho, **options)
         self.lambda_transitions = LagrangeMultiplier(**options) if transitions is not None else None
@@ -75,27 +75,12 @@ class HardKumaSelector(Selector):
     def run(self, states: Tensor, mask: Tensor, choose) -> tuple[Tensor, HardKuma]:
         """z for every token and the distributions it was drawn from; ``choose(dist)``
         draws (training) or decodes (test) z."""
-        if not self.dependent:
+        if self.scan is None:
             a, b = F.softplus(self.shape_layer(states)).unbind(-1)
             dist = HardKuma(a, b)
             return choose(dist) * mask, dist
-        # eq. 16: a_i, b_i = f([h_i; s_{i-1}]), s_i = rcnn([h_i; z_i], s_{i-1}). The parts that
-        # depend on h only are projected for all steps before the loop.
-        n = states.shape[-1]
-        shape_h = F.linear(states, self.shape_layer.weight[:, :n], self.shape_layer.bias)
-        shape_s = self.shape_layer.weight[:, n:]
-        cell_h = states @ self.z_cell.weight_ih[:n]
-        cell_z = self.z_cell.weight_ih[n]
-        state = self.z_cell.initial(states.shape[0], states)
-        zs, shapes = [], []
-        for t in range(states.shape[1]):
-            shape = F.softplus(torch.addmm(shape_h[:, t], state[-1], shape_s.t()))
-            z_t = choose(HardKuma(shape[:, 0], shape[:, 1])) * mask[:, t]
-            state = self.z_cell.step(torch.addcmul(cell_h[:, t], z_t.unsqueeze(-1), cell_z), state, mask[:, t])
-            zs.append(z_t)
-            shapes.append(shape)
-        a, b = torch.stack(shapes, 1).unbind(-1)
-        return torch.stack(zs, 1), HardKuma(a, b)
+        z, theta = self.scan(states, mask, lambda t: choose(HardKuma(*F.softplus(t).unbind(-1))))
+        return z, HardKuma(*F.softplus(theta).unbind(-1))
 
     def forward(self, states: Tensor, mask: Tensor) -> Selection:
         z, dist = self.run(states, mask, HardKuma.rsample)

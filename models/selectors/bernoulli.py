@@ -1,0 +1,137 @@
+"""Bernoulli rationales trained with REINFORCE (Lei et al., 2016; Bastings et al., 2019,
+section 2, eqs. 2-4, and the baseline of section 6).
+
+``z_i ~ Bernoulli(sigmoid(w . h_i + b))`` independently, or conditioned on the
+sampled prefix through a small RCNN over ``[h_i; z_i]`` (``dependent``). The cost
+of a document is eq. 4,
+
+    cost(z) = task_loss(x * z) + lambda0 * sum_i z_i + lambda1 * sum_i |z_i - z_{i-1}|,
+
+over real tokens only (no transition into padding). The predictor trains on the
+sampled rationales through the ordinary task loss; the selector gets the
+score-function gradient through the Selection's surrogate,
+``mean_s (cost_s - baseline_s) * log p(z_s)``, built from detached costs.
+Baselines reduce variance without changing the expected gradient: ``none`` (as
+Lei et al.), ``ema`` (exponential moving average of the batch cost, updated in
+training only; the first batch has none) and ``loo`` (leave-one-out over
+``samples`` draws per document).
+
+Selection-rate control: the fixed penalties above, or with ``lagrangian`` a
+multiplier held at the target ``selection`` (same two-sided update as HardKuma's,
+applied to the sampled rate inside the cost). Test time: z_i = 1 where p_i >= 0.5.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from models.lagrangian import EqualityMultiplier
+from models.selection import Selection, Selector
+from models.selectors.dependent import DependentScan
+
+BASELINES = ("none", "ema", "loo")
+
+
+def counts(z: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+    """Selected tokens and 0/1 transitions per document (``z [..., T]``), padding excluded."""
+    selected = (z * mask).sum(-1)
+    pair = mask[..., 1:] * mask[..., :-1]
+    transitions = ((z[..., 1:] - z[..., :-1]).abs() * pair).sum(-1)
+    return selected, transitions
+
+
+def log_prob(logits: Tensor, z: Tensor, mask: Tensor) -> Tensor:
+    """``log p(z)`` per sample: sum over real tokens of log Bernoulli(z_i; sigmoid(logit_i))."""
+    return ((z * F.logsigmoid(logits) + (1 - z) * F.logsigmoid(-logits)) * mask).sum(-1)
+
+
+class BernoulliSelector(Selector):
+    def __init__(
+        self,
+        input_size: int,
+        sparsity: float = 0.0003,
+        coherence: float | None = None,
+        baseline: str = "ema",
+        samples: int = 1,
+        dependent: bool = False,
+        z_hidden: int = 30,
+        lagrangian: bool = False,
+        selection: float = 0.13,
+        lagrange_lr: float = 0.05,
+        ema_decay: float = 0.9,
+    ):
+        super().__init__()
+        if baseline not in BASELINES:
+            raise ValueError(f"unknown baseline {baseline!r}: expected one of {', '.join(BASELINES)}")
+        if baseline == "loo" and samples < 2:
+            raise ValueError("the leave-one-out baseline needs --samples 2 or more")
+        self.sparsity = sparsity
+        self.coherence = 2 * sparsity if coherence is None else coherence
+        self.baseline, self.samples, self.ema_decay = baseline, samples, ema_decay
+        self.selection = selection
+        self.scan = DependentScan(input_size, 1, z_hidden) if dependent else None
+        self.logit_layer = None if dependent else nn.Linear(input_size, 1)
+        self.multiplier = EqualityMultiplier(lr=lagrange_lr) if lagrangian else None
+        self.register_buffer("average_cost", torch.tensor(0.0))
+        self.register_buffer("average_ready", torch.tensor(False))
+
+    def draw(self, states: Tensor, mask: Tensor, choose) -> tuple[Tensor, Tensor]:
+        """z [B, T] and logits [B, T]; ``choose(logits_t)`` samples or decodes."""
+        if self.scan is None:
+            logits = self.logit_layer(states).squeeze(-1)
+            return choose(logits) * mask, logits
+        z, logits = self.scan(states, mask, lambda theta: choose(theta[:, 0]))
+        return z, logits[..., 0]
+
+    def forward(self, states: Tensor, mask: Tensor) -> Selection:
+        batch, length, _ = states.shape
+        s = self.samples
+        many = states.repeat_interleave(s, 0)
+        many_mask = mask.repeat_interleave(s, 0)
+        z, logits = self.draw(many, many_mask, lambda t: torch.bernoulli(torch.sigmoid(t.detach())))
+        z, logits = z.view(batch, s, length), logits.view(batch, s, length)
+        lp = log_prob(logits, z, mask.unsqueeze(1))
+        selected, transitions = counts(z, mask.unsqueeze(1))
+        lengths = mask.sum(-1, keepdim=True).clamp_min(1.0)
+        rate = selected / lengths
+        extra = self.sparsity * selected + self.coherence * transitions
+        if self.multiplier is not None:
+            self.multiplier(rate.mean() - self.selection)
+            extra = extra + self.multiplier.value * rate
+        surrogate = lambda task_loss: self.surrogate(task_loss + extra.detach(), lp)  # noqa: E731
+        with torch.no_grad():
+            stats = {"selected": float(((z > 0).float() * mask.unsqueeze(1)).sum() / (mask.sum() * s).clamp_min(1.0)),
+                     "transitions": float((transitions / lengths).mean())}
+            if self.multiplier is not None:
+                stats["lambda_l0"] = float(self.multiplier.value)
+        return Selection(masks=z, weights=z.new_full((batch, s), 1.0 / s), penalty=z.new_zeros(()),
+                         surrogate=surrogate, stats=stats)
+
+    def surrogate(self, cost: Tensor, lp: Tensor) -> Tensor:
+        """``mean over documents and samples of (cost - baseline) * log p(z)``; cost detached."""
+        cost = cost.detach()
+        if self.baseline == "loo":
+            s = cost.shape[1]
+            advantage = cost - (cost.sum(1, keepdim=True) - cost) / (s - 1)
+        elif self.baseline == "ema":
+            advantage = cost - self.average_cost if bool(self.average_ready) else cost
+            if self.training:
+                with torch.no_grad():
+                    mean = cost.mean()
+                    if bool(self.average_ready):
+                        self.average_cost.mul_(self.ema_decay).add_((1 - self.ema_decay) * mean)
+                    else:
+                        self.average_cost.copy_(mean)
+                        self.average_ready.fill_(True)
+        else:
+            advantage = cost
+        return (advantage * lp).mean()
+
+    def decode(self, states: Tensor, mask: Tensor) -> Tensor:
+        return self.draw(states, mask, lambda t: (t >= 0).to(states.dtype))[0]
+
+    def token_scores(self, states: Tensor, mask: Tensor) -> Tensor:
+        """p_i (conditioned on the decoded prefix for the dependent variant)."""
+        return torch.sigmoid(self.draw(states, mask, lambda t: (t >= 0).to(states.dtype))[1]) * mask

@@ -1,0 +1,44 @@
+"""Selectors whose choice for token i depends on the choices before it.
+
+Bastings et al. (2019, section 6.1, eq. 16) and Lei et al. (2016): a small RCNN
+runs over ``[h_i; z_i]`` and its state conditions the next token's
+distribution, ``theta_i = head([h_i; s_{i-1}])``, ``s_i = rcnn([h_i; z_i], s_{i-1})``.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from models.encoders.rcnn import RCNNCell
+
+
+class DependentScan(nn.Module):
+    """``scan(states [B,T,H], mask, draw) -> (z [B,T], theta [B,T,K])`` where the head
+    gives K distribution parameters per token and ``draw(theta_t [B,K]) -> z_t [B]``."""
+
+    def __init__(self, input_size: int, outputs: int, z_hidden: int = 30):
+        super().__init__()
+        self.input_size = input_size
+        self.head = nn.Linear(input_size + z_hidden, outputs)
+        self.cell = RCNNCell(input_size + 1, z_hidden)
+
+    def forward(self, states: Tensor, mask: Tensor, draw: Callable[[Tensor], Tensor]) -> tuple[Tensor, Tensor]:
+        n = self.input_size
+        # the parts that depend on h only are projected for all steps before the loop
+        head_h = F.linear(states, self.head.weight[:, :n], self.head.bias)
+        head_s = self.head.weight[:, n:].t()
+        cell_h = states @ self.cell.weight_ih[:n]
+        cell_z = self.cell.weight_ih[n]
+        state = self.cell.initial(states.shape[0], states)
+        zs, thetas = [], []
+        for t in range(states.shape[1]):
+            theta = torch.addmm(head_h[:, t], state[-1], head_s)
+            z_t = draw(theta) * mask[:, t]
+            state = self.cell.step(torch.addcmul(cell_h[:, t], z_t.unsqueeze(-1), cell_z), state, mask[:, t])
+            zs.append(z_t)
+            thetas.append(theta)
+        return torch.stack(zs, 1), torch.stack(thetas, 1)

@@ -1,0 +1,110 @@
+"""Bernoulli/REINFORCE: the surrogate's gradient is the exact gradient of the expected
+cost (enumerated), with and without baselines; padding never counts."""
+
+import itertools
+import math
+
+import pytest
+import torch
+
+from models.selectors.bernoulli import BernoulliSelector, counts, log_prob
+
+N = 6
+X = torch.linspace(-1.0, 1.0, N, dtype=torch.float64)
+
+
+def task_cost(z):
+    """A deterministic stand-in for the predictor's loss of a mask."""
+    weights = torch.tensor([0.9, -0.4, 0.7, 0.2, -0.8, 0.5], dtype=torch.float64)
+    return ((z * weights).sum(-1) - 0.6) ** 2
+
+
+def make_selector(baseline, samples, **options):
+    torch.manual_seed(0)
+    selector = BernoulliSelector(1, baseline=baseline, samples=samples, sparsity=0.05, coherence=0.03, **options)
+    selector.double()
+    with torch.no_grad():
+        selector.logit_layer.weight.fill_(0.8)
+        selector.logit_layer.bias.fill_(-0.3)
+    return selector
+
+
+def exact_gradient(selector):
+    params = list(selector.logit_layer.parameters())
+    logits = selector.logit_layer(X.view(1, N, 1)).squeeze(-1)[0]
+    total = torch.zeros((), dtype=torch.float64)
+    mask = torch.ones(N, dtype=torch.float64)
+    for bits in itertools.product([0.0, 1.0], repeat=N):
+        z = torch.tensor(bits, dtype=torch.float64)
+        selected, transitions = counts(z, mask)
+        cost = task_cost(z) + selector.sparsity * selected + selector.coherence * transitions
+        total = total + torch.exp(log_prob(logits, z, mask)) * cost
+    return torch.autograd.grad(total, params)
+
+
+@pytest.mark.parametrize("baseline", ["none", "ema", "loo"])
+def test_surrogate_gradient_matches_the_exact_gradient(baseline):
+    samples = 40_000
+    selector = make_selector(baseline, samples)
+    states, mask = X.view(1, N, 1), torch.ones(1, N, dtype=torch.float64)
+    torch.manual_seed(1)
+    if baseline == "ema":  # one training step sets the moving average
+        first = selector(states, mask)
+        first.surrogate(task_cost(first.masks))
+    selection = selector(states, mask)
+    surrogate = selection.surrogate(task_cost(selection.masks))
+    estimate = torch.autograd.grad(surrogate, list(selector.logit_layer.parameters()))
+    exact = exact_gradient(selector)
+    # per-sample score-function terms (without baseline: an upper bound on the
+    # estimator's spread when a baseline is used) give the Monte Carlo standard error
+    z = selection.masks[0]
+    p = torch.sigmoid(selector.logit_layer(states).squeeze(-1))[0].detach()
+    selected, transitions = counts(z, torch.ones(N, dtype=torch.float64))
+    cost = task_cost(z) + selector.sparsity * selected + selector.coherence * transitions
+    per_sample = cost.unsqueeze(-1) * torch.stack([((z - p) * X).sum(-1), (z - p).sum(-1)], -1)
+    se = per_sample.std(0) / math.sqrt(samples)
+    for got, want, err in zip(estimate, exact, se):
+        assert torch.allclose(got.reshape(()), want.reshape(()), atol=4 * float(err)), (baseline, got, want, err)
+
+
+def test_baselines_reduce_variance_on_a_fixed_problem():
+    states, mask = X.view(1, N, 1), torch.ones(1, N, dtype=torch.float64)
+    spreads = {}
+    for baseline in ("none", "loo"):
+        selector = make_selector(baseline, 8)
+        grads = []
+        torch.manual_seed(2)
+        for _ in range(300):
+            selection = selector(states, mask)
+            surrogate = selection.surrogate(task_cost(selection.masks))
+            grads.append(torch.autograd.grad(surrogate, [selector.logit_layer.weight])[0].item())
+        spreads[baseline] = torch.tensor(grads).var().item()
+    assert spreads["loo"] < spreads["none"]
+
+
+def test_padding_never_counts():
+    z = torch.tensor([[1.0, 0.0, 1.0, 1.0, 1.0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0, 0.0]])
+    selected, transitions = counts(z * mask, mask)
+    assert selected.item() == 2 and transitions.item() == 2
+    logits = torch.zeros(1, 5)
+    assert log_prob(logits, z * mask, mask).item() == pytest.approx(3 * math.log(0.5))
+
+
+@pytest.mark.parametrize("dependent", [False, True])
+def test_decode_is_deterministic_and_padding_invariant(dependent):
+    torch.manual_seed(0)
+    selector = BernoulliSelector(4, dependent=dependent).eval()
+    states = torch.randn(1, 5, 4)
+    padded = torch.cat([states, torch.randn(1, 2, 4)], 1)
+    mask, padded_mask = torch.ones(1, 5), torch.cat([torch.ones(1, 5), torch.zeros(1, 2)], 1)
+    z = selector.decode(states, mask)
+    assert torch.equal(z, selector.decode(padded, padded_mask)[:, :5])
+    assert torch.equal(z, (selector.token_scores(states, mask) >= 0.5).float())
+    selection = selector(padded, padded_mask)
+    assert torch.all(selection.masks[..., 5:] == 0)
+
+
+def test_leave_one_out_needs_several_samples():
+    with pytest.raises(ValueError, match="samples"):
+        BernoulliSelector(4, baseline="loo", samples=1)
