@@ -37,6 +37,8 @@ class TrainConfig:
     baseline: str = "ema"
     samples: int = 1
     lagrangian: bool = False
+    k: int = 10
+    kl_weight: float = 0.0
     embeddings: str | None = None
     embedding_dim: int = 200
     fix_embeddings: bool = True
@@ -59,7 +61,7 @@ class TrainConfig:
         return {"selection": self.selection, "transitions": self.transitions, "dependent": self.dependent,
                 "lagrange_lr": self.lagrange_lr, "lagrange_rho": self.lagrange_rho, "sparsity": self.sparsity,
                 "coherence": self.coherence, "baseline": self.baseline, "samples": self.samples,
-                "lagrangian": self.lagrangian}
+                "lagrangian": self.lagrangian, "k": self.k, "kl_weight": self.kl_weight}
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -186,6 +186,7 @@ def test_python_dash_m_entry_point():
     ("full", []),
     ("hardkuma", ["--dependent", "--transitions", "0.05"]),
     ("bernoulli", ["--dependent", "--baseline", "loo", "--samples", "2"]),
+    ("simple", ["--k", "5", "--kl-weight", "0.01"]),
 ])
 def test_every_extractor_trains_and_evaluates(tmp_path, extractor, extra):
     out = tmp_path / extractor

@@ -10,12 +10,14 @@ from models.selectors.attention import AttentionSelector
 from models.selectors.bernoulli import BernoulliSelector
 from models.selectors.full import FullSelector
 from models.selectors.hardkuma import HardKumaSelector
+from models.selectors.simple import SimpleSelector
 
 SELECTORS: dict[str, type[Selector]] = {
     "full": FullSelector,
     "attention": AttentionSelector,
     "hardkuma": HardKumaSelector,
     "bernoulli": BernoulliSelector,
+    "simple": SimpleSelector,
 }
 
 
