@@ -5,7 +5,8 @@ measured side by side in one run (same batch, same encoder, same sizes).
     python benchmarks/step_cost.py --threads 2 --repeats 5
 
 A step is the trainer's own ``training_step``: forward, loss, backward, clipping
-and the Adam update. Prints the median milliseconds and the ratio to ``full``.
+and the Adam update. Prints the median milliseconds and the ratio to ``full``,
+appends them to benchmarks/results.jsonl and regenerates RESULTS.md.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import append_result, git_commit  # noqa: E402
+from report import write_report  # noqa: E402
 from models.model import RationaleModel  # noqa: E402
 from rationale_cli.batching import Batch  # noqa: E402
 from rationale_cli.task import Regression  # noqa: E402
@@ -68,9 +72,15 @@ def main() -> None:
             runs.append(time.perf_counter() - start)
         timings[name] = statistics.median(runs) * 1000
     base = timings.get("full")
+    command = " ".join(["python", "benchmarks/step_cost.py", *sys.argv[1:]])
     for name, ms in timings.items():
-        ratio = f"{ms / base:.2f}x full" if base else ""
-        print(f"{name:20s} {ms:9.1f} ms/step  {ratio}")
+        ratio = ms / base if base else None
+        print(f"{name:20s} {ms:9.1f} ms/step  " + (f"{ratio:.2f}x full" if ratio else ""))
+        append_result({"benchmark": "step_cost", "variant": name, "encoder": args.encoder, "batch": args.batch,
+                       "length": args.length, "embedding": args.embedding, "hidden": args.hidden,
+                       "threads": args.threads, "ms": round(ms, 1), "ratio_to_full": ratio and round(ratio, 3),
+                       "device": "cpu", "command": command, "commit": git_commit()})
+    write_report()
 
 
 if __name__ == "__main__":

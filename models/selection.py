@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-import torch
 from torch import Tensor, nn
 
 
@@ -63,8 +62,3 @@ class Selector(nn.Module):
     def token_scores(self, states: Tensor, mask: Tensor) -> Tensor:
         return self.decode(states, mask)
 
-
-def selection_rate(z: Tensor, mask: Tensor) -> Tensor:
-    """Share of non-pad tokens with z != 0 (micro over the batch)."""
-    selected = ((z != 0).to(mask.dtype) * mask).sum()
-    return selected / mask.sum().clamp_min(1.0)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import re
 import json
 import subprocess
@@ -14,17 +13,7 @@ from rationale_cli.errors import UserError
 from rationale_cli.readers import FORMATS, detect_format, iter_records, read_records
 from rationale_cli.readers.table import iter_table
 from rationale_cli.tokenize import tokenize
-
-
-def write(path, text: str):
-    """Write ``text`` to ``path`` (gzip-compressed for ``*.gz``) and return the path."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.name.endswith(".gz"):
-        with gzip.open(path, "wt", encoding="utf-8") as handle:
-            handle.write(text)
-    else:
-        path.write_text(text, encoding="utf-8")
-    return path
+from helpers import write
 
 
 def jsonl(*objects) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
 
@@ -12,6 +11,7 @@ import torch
 from rationale_cli.errors import UserError
 from rationale_cli.vectors import load_vectors
 from rationale_cli.vocab import PAD, UNK, Vocab
+from helpers import write
 
 DOCS = [["The", "beer", "is", "good"], ["the", "head", "is", "white"], ["the", "beer"]]
 
@@ -76,15 +76,6 @@ def test_load_missing(tmp_path):
 # --- vectors --------------------------------------------------------------------------
 
 GLOVE = "the 0.1 0.2 0.3\nbeer 1 2 3\nstout 4 5 6\n"
-
-
-def write(path, text: str):
-    if path.name.endswith(".gz"):
-        with gzip.open(path, "wt", encoding="utf-8") as handle:
-            handle.write(text)
-    else:
-        path.write_text(text, encoding="utf-8")
-    return path
 
 
 def expected_random(vocab: Vocab, dim: int) -> torch.Tensor:

@@ -30,6 +30,32 @@ class Encoder(nn.Module):
         raise NotImplementedError
 
 
+class RecurrentEncoder(Encoder):
+    """Shared by the masked recurrent encoders: sizes, input dropout, and the
+    empty-sequence case; subclasses implement ``scan(x, mask) -> (states, summary)``."""
+
+    def __init__(self, input_size: int, hidden_size: int, *, bidirectional: bool = True, dropout: float = 0.0):
+        super().__init__()
+        self.directions = 2 if bidirectional else 1
+        self.input_size = input_size
+        self.hidden_size = hidden_size
+        self.bidirectional = bidirectional
+        self.output_size = self.directions * hidden_size
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+        mask = mask.to(x.dtype)
+        if x.shape[1] == 0:  # no steps: nothing to encode
+            return x.new_zeros(*x.shape[:2], self.output_size), x.new_zeros(x.shape[0], self.output_size)
+        return self.scan(self.dropout(x), mask)
+
+    def scan(self, x: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def extra_repr(self) -> str:
+        return f"{self.input_size}, {self.hidden_size}, bidirectional={self.bidirectional}"
+
+
 # The concrete encoders import Encoder from here, so they come after it.
 from models.encoders.cnn import CNNEncoder  # noqa: E402
 from models.encoders.lstm import LSTMEncoder  # noqa: E402

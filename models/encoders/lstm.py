@@ -22,11 +22,11 @@ import math
 import torch
 from torch import Tensor, nn
 
-from models.encoders import Encoder
+from models.encoders import RecurrentEncoder
 from models.encoders.recurrence import lstm_scan, merge_directions, stack_directions
 
 
-class LSTMEncoder(Encoder):
+class LSTMEncoder(RecurrentEncoder):
     """Masked (Bi)LSTM; ``output_size = hidden_size * (2 if bidirectional else 1)``.
 
     Parameters per direction d (gates ordered i, f, o, g): ``weight_ih[d]``
@@ -35,13 +35,8 @@ class LSTMEncoder(Encoder):
     """
 
     def __init__(self, input_size: int, hidden_size: int, *, bidirectional: bool = True, dropout: float = 0.0):
-        super().__init__()
-        D = 2 if bidirectional else 1
-        self.input_size = input_size
-        self.hidden_size = hidden_size
-        self.bidirectional = bidirectional
-        self.output_size = D * hidden_size
-        self.dropout = nn.Dropout(dropout)
+        super().__init__(input_size, hidden_size, bidirectional=bidirectional, dropout=dropout)
+        D = self.directions
         self.weight_ih = nn.Parameter(torch.empty(D, input_size, 4 * hidden_size))
         self.weight_hh = nn.Parameter(torch.empty(D, hidden_size, 4 * hidden_size))
         self.bias = nn.Parameter(torch.empty(D, 4 * hidden_size))
@@ -52,13 +47,6 @@ class LSTMEncoder(Encoder):
         for p in (self.weight_ih, self.weight_hh, self.bias):
             nn.init.uniform_(p, -bound, bound)
 
-    def forward(self, x: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
-        mask = mask.to(x.dtype)
-        if x.shape[1] == 0:  # no steps: nothing to encode
-            return x.new_zeros(*x.shape[:2], self.output_size), x.new_zeros(x.shape[0], self.output_size)
-        P, M = stack_directions(self.dropout(x), mask, self.weight_ih, self.bias)
-        out = lstm_scan(P, M, self.weight_hh)
-        return merge_directions(out, mask)
-
-    def extra_repr(self) -> str:
-        return f"{self.input_size}, {self.hidden_size}, bidirectional={self.bidirectional}"
+    def scan(self, x: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+        P, M = stack_directions(x, mask, self.weight_ih, self.bias)
+        return merge_directions(lstm_scan(P, M, self.weight_hh), mask)

@@ -28,7 +28,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from models.encoders import Encoder
+from models.encoders import RecurrentEncoder
 from models.encoders.recurrence import merge_directions, rcnn_scan, stack_directions
 
 
@@ -81,7 +81,7 @@ class RCNNCell(nn.Module):
         return f"{self.input_size}, {self.hidden_size}"
 
 
-class RCNNEncoder(Encoder):
+class RCNNEncoder(RecurrentEncoder):
     """Masked (Bi)RCNN; ``output_size = hidden_size * (2 if bidirectional else 1)``.
 
     Parameters per direction d: ``weight_ih[d] = [W^l | W1 | W2]`` (input x 3H),
@@ -90,13 +90,8 @@ class RCNNEncoder(Encoder):
     """
 
     def __init__(self, input_size: int, hidden_size: int, *, bidirectional: bool = True, dropout: float = 0.0):
-        super().__init__()
-        D = 2 if bidirectional else 1
-        self.input_size = input_size
-        self.hidden_size = hidden_size
-        self.bidirectional = bidirectional
-        self.output_size = D * hidden_size
-        self.dropout = nn.Dropout(dropout)
+        super().__init__(input_size, hidden_size, bidirectional=bidirectional, dropout=dropout)
+        D = self.directions
         self.weight_ih = nn.Parameter(torch.empty(D, input_size, 3 * hidden_size))
         self.bias_lambda = nn.Parameter(torch.zeros(D, hidden_size))
         self.weight_hh = nn.Parameter(torch.empty(D, hidden_size, hidden_size))
@@ -109,16 +104,9 @@ class RCNNEncoder(Encoder):
         nn.init.zeros_(self.bias_lambda)
         nn.init.zeros_(self.bias)
 
-    def forward(self, x: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
-        mask = mask.to(x.dtype)
-        if x.shape[1] == 0:  # no steps: nothing to encode
-            return x.new_zeros(*x.shape[:2], self.output_size), x.new_zeros(x.shape[0], self.output_size)
+    def scan(self, x: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
         # only the lambda gate has an input-side bias
         D, H = self.bias_lambda.shape
         bias_ih = torch.cat((self.bias_lambda, self.bias_lambda.new_zeros(D, 2 * H)), -1)
-        P, M = stack_directions(self.dropout(x), mask, self.weight_ih, bias_ih)
-        out = rcnn_scan(P, M, self.weight_hh, self.bias)
-        return merge_directions(out, mask)
-
-    def extra_repr(self) -> str:
-        return f"{self.input_size}, {self.hidden_size}, bidirectional={self.bidirectional}"
+        P, M = stack_directions(x, mask, self.weight_ih, bias_ih)
+        return merge_directions(rcnn_scan(P, M, self.weight_hh, self.bias), mask)

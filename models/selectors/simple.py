@@ -36,7 +36,7 @@ class SimpleSelector(Selector):
         if self.kl_weight > 0:
             kl = dist.kl_uniform(mu).mean()
             penalty = self.kl_weight * kl
-            stats["kl_uniform"] = float(kl)
+            stats["kl_uniform"] = kl.item()
         return Selection.single(z, penalty, **stats)
 
     def decode(self, states: Tensor, mask: Tensor) -> Tensor:

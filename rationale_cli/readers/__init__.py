@@ -129,14 +129,6 @@ def _nonempty(stream: Iterator[Record], path: str | Path) -> Iterator[Record]:
         raise UserError(f"{path}: no documents found")
 
 
-def read_records(
-    path: str | Path,
-    fmt: str = "auto",
-    *,
-    aspect: int | None = None,
-    split: str | None = None,
-    text_col: str = "text",
-    label_col: str | None = "label",
-) -> list[Record]:
+def read_records(path: str | Path, fmt: str = "auto", **options) -> list[Record]:
     """All documents of ``path`` as a list; same arguments as :func:`iter_records`."""
-    return list(iter_records(path, fmt, aspect=aspect, split=split, text_col=text_col, label_col=label_col))
+    return list(iter_records(path, fmt, **options))
