@@ -39,6 +39,8 @@ class TrainConfig:
     lagrangian: bool = False
     k: int = 10
     kl_weight: float = 0.0
+    tau: float = 1.0
+    straight_through: bool = False
     embeddings: str | None = None
     embedding_dim: int = 200
     fix_embeddings: bool = True
@@ -61,7 +63,8 @@ class TrainConfig:
         return {"selection": self.selection, "transitions": self.transitions, "dependent": self.dependent,
                 "lagrange_lr": self.lagrange_lr, "lagrange_rho": self.lagrange_rho, "sparsity": self.sparsity,
                 "coherence": self.coherence, "baseline": self.baseline, "samples": self.samples,
-                "lagrangian": self.lagrangian, "k": self.k, "kl_weight": self.kl_weight}
+                "lagrangian": self.lagrangian, "k": self.k, "kl_weight": self.kl_weight,
+                "tau": self.tau, "straight_through": self.straight_through}
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

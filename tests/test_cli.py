@@ -187,6 +187,8 @@ def test_python_dash_m_entry_point():
     ("hardkuma", ["--dependent", "--transitions", "0.05"]),
     ("bernoulli", ["--dependent", "--baseline", "loo", "--samples", "2"]),
     ("simple", ["--k", "5", "--kl-weight", "0.01"]),
+    ("topk", ["--k", "5", "--tau", "0.5"]),
+    ("corr-topk", ["--k", "5", "--straight-through"]),
 ])
 def test_every_extractor_trains_and_evaluates(tmp_path, extractor, extra):
     out = tmp_path / extractor

@@ -11,6 +11,7 @@ from models.selectors.bernoulli import BernoulliSelector
 from models.selectors.full import FullSelector
 from models.selectors.hardkuma import HardKumaSelector
 from models.selectors.simple import SimpleSelector
+from models.selectors.topk import CorrelatedTopKSelector, TopKSelector
 
 SELECTORS: dict[str, type[Selector]] = {
     "full": FullSelector,
@@ -18,6 +19,8 @@ SELECTORS: dict[str, type[Selector]] = {
     "hardkuma": HardKumaSelector,
     "bernoulli": BernoulliSelector,
     "simple": SimpleSelector,
+    "topk": TopKSelector,
+    "corr-topk": CorrelatedTopKSelector,
 }
 
 

@@ -1,0 +1,82 @@
+"""Stochastic softmax tricks for k-subsets (Paulus et al., 2020, sections 3-4,
+appendix B.5 and D.6): ``topk`` (exponential-family-entropy top-k) and
+``corr-topk`` (correlated top-k, which can reward adjacent selected tokens).
+
+Utilities: unary ``U_i ~ Gumbel(theta_i)`` with ``theta_i`` a linear map of the
+selector states; for ``corr-topk`` fixed pairwise utilities
+``theta_{i,i+1} = phi_i + phi'_{i+1} + phi_{i,i+1}`` (two width-1 maps and a
+width-2 convolution, as in D.6). Training reads the relaxed mask: the marginals
+of ``p(x) ~ exp(<U / tau, x>)`` over (correlated) k-subsets, with the exact
+backward pass; optionally straight-through (hard sample forward, relaxed
+gradient). Test time: the argmax with the unperturbed utilities.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from models.distributions.chain_ksubset import ChainKSubset
+from models.distributions.ksubset import KSubset
+from models.selection import Selection, Selector
+
+
+def gumbel_like(x: Tensor) -> Tensor:
+    u = torch.rand_like(x).clamp(1e-10, 1 - 1e-10)
+    return -torch.log(-torch.log(u))
+
+
+class TopKSelector(Selector):
+    correlated = False
+
+    def __init__(self, input_size: int, k: int = 10, tau: float = 1.0, straight_through: bool = False):
+        super().__init__()
+        if k < 1 or tau <= 0:
+            raise ValueError(f"need k >= 1 and tau > 0, got k={k}, tau={tau}")
+        self.k, self.tau, self.straight_through = k, tau, straight_through
+        self.unary = nn.Linear(input_size, 1)
+
+    def utilities(self, states: Tensor) -> tuple[Tensor, Tensor | None]:
+        return self.unary(states).squeeze(-1), None
+
+    def distribution(self, unary: Tensor, pairwise: Tensor | None, mask: Tensor, tau: float = 1.0):
+        """The k-subset distribution with utilities / tau (a chain when there are pairwise terms)."""
+        if pairwise is None:
+            return KSubset(unary / tau, mask, self.k)
+        return ChainKSubset(unary / tau, pairwise / tau, mask, self.k)
+
+    def forward(self, states: Tensor, mask: Tensor) -> Selection:
+        unary, pairwise = self.utilities(states)
+        perturbed = unary + gumbel_like(unary)
+        dist = self.distribution(perturbed, pairwise, mask, self.tau)
+        soft = dist.marginals()
+        z = soft
+        if self.straight_through:
+            hard = self.distribution(perturbed.detach(), None if pairwise is None else pairwise.detach(), mask).argmax()
+            z = hard + soft - soft.detach()
+        return Selection.single(z * mask, soft_entropy=float(-(soft * torch.log(soft.clamp_min(1e-12))).sum(-1).mean()))
+
+    def decode(self, states: Tensor, mask: Tensor) -> Tensor:
+        unary, pairwise = self.utilities(states)
+        return self.distribution(unary, pairwise, mask).argmax()
+
+    def token_scores(self, states: Tensor, mask: Tensor) -> Tensor:
+        """The relaxed mask at temperature tau without noise."""
+        unary, pairwise = self.utilities(states)
+        return self.distribution(unary, pairwise, mask, self.tau).marginals()
+
+
+class CorrelatedTopKSelector(TopKSelector):
+    correlated = True
+
+    def __init__(self, input_size: int, k: int = 10, tau: float = 1.0, straight_through: bool = False):
+        super().__init__(input_size, k, tau, straight_through)
+        self.left = nn.Linear(input_size, 1)
+        self.right = nn.Linear(input_size, 1)
+        self.pair = nn.Conv1d(input_size, 1, kernel_size=2)
+
+    def utilities(self, states: Tensor) -> tuple[Tensor, Tensor]:
+        unary = self.unary(states).squeeze(-1)
+        pair = self.pair(states.transpose(1, 2)).squeeze(1)  # [B, T-1]
+        pairwise = self.left(states[:, :-1]).squeeze(-1) + self.right(states[:, 1:]).squeeze(-1) + pair
+        return unary, pairwise
