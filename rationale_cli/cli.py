@@ -75,7 +75,7 @@ def train(
     text_col: Optional[str] = typer.Option(None, help="CSV/TSV text column [text]."),
     label_col: Optional[str] = typer.Option(None, help="CSV/TSV label column [label]."),
     encoder: Optional[str] = typer.Option(None, help="rcnn, lstm or cnn [rcnn]."),
-    extractor: Optional[str] = typer.Option(None, help="Rationale extractor: full, attention, hardkuma, bernoulli, simple, topk or corr-topk [full]."),
+    extractor: Optional[str] = typer.Option(None, help="Rationale extractor: full, attention, hardkuma, bernoulli, simple, topk, corr-topk or sparse-attention [full]."),
     selection: Optional[float] = typer.Option(None, help="Share of tokens to select: attention's top share, hardkuma's target [0.13]."),
     transitions: Optional[float] = typer.Option(None, help="hardkuma: at most this rate of 0/1 transitions per token [no limit]."),
     dependent: Optional[bool] = typer.Option(None, "--dependent/--independent", help="hardkuma: condition each z on the previous ones (Bastings et al. 6.1) [independent]."),
@@ -90,6 +90,8 @@ def train(
     tau: Optional[float] = typer.Option(None, help="topk, corr-topk: temperature of the relaxation [1.0]."),
     straight_through: Optional[bool] = typer.Option(None, "--straight-through/--relaxed", help="topk, corr-topk: hard sample forward, relaxed gradient [relaxed]."),
     kl_weight: Optional[float] = typer.Option(None, help="simple: weight of KL(p(z | k) || uniform) in the loss [0]."),
+    attention: Optional[str] = typer.Option(None, help="sparse-attention: the sparse map, sparsemax [sparsemax]."),
+    gamma: Optional[float] = typer.Option(None, help="sparse-attention: regularization strength gamma, larger is denser [1.0]."),
     embeddings: Optional[str] = typer.Option(None, help="Pretrained vectors, GloVe or word2vec text (.gz too)."),
     embedding_dim: Optional[int] = typer.Option(None, help="Embedding size without --embeddings [200]."),
     fix_embeddings: Optional[bool] = typer.Option(None, "--fix-embeddings/--train-embeddings", help="Keep embeddings fixed [fixed]."),
@@ -117,6 +119,7 @@ def train(
     from models.encoders import ENCODERS
     from models.selectors import SELECTORS
     from models.selectors.bernoulli import BASELINES
+    from models.selectors.sparse_attention import ATTENTIONS
 
     cfg = resolve(config, {k: v for k, v in given.items() if k in FIELD_TYPES})
     if not cfg.data:
@@ -126,6 +129,7 @@ def train(
     check_choice("--extractor", cfg.extractor, tuple(SELECTORS))
     check_choice("--task", cfg.task, ("auto", "regression", "classification"))
     check_choice("--baseline", cfg.baseline, BASELINES)
+    check_choice("--attention", cfg.attention, ATTENTIONS)
     if cfg.baseline == "loo" and cfg.samples < 2:
         raise UserError("--baseline loo needs --samples 2 or more")
     if (out / "model.safetensors").exists() and not force:

@@ -41,6 +41,8 @@ class TrainConfig:
     kl_weight: float = 0.0
     tau: float = 1.0
     straight_through: bool = False
+    attention: str = "sparsemax"
+    gamma: float = 1.0
     embeddings: str | None = None
     embedding_dim: int = 200
     fix_embeddings: bool = True
@@ -64,7 +66,8 @@ class TrainConfig:
                 "lagrange_lr": self.lagrange_lr, "lagrange_rho": self.lagrange_rho, "sparsity": self.sparsity,
                 "coherence": self.coherence, "baseline": self.baseline, "samples": self.samples,
                 "lagrangian": self.lagrangian, "k": self.k, "kl_weight": self.kl_weight,
-                "tau": self.tau, "straight_through": self.straight_through}
+                "tau": self.tau, "straight_through": self.straight_through, "attention": self.attention,
+                "gamma": self.gamma}
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -189,6 +189,7 @@ def test_python_dash_m_entry_point():
     ("simple", ["--k", "5", "--kl-weight", "0.01"]),
     ("topk", ["--k", "5", "--tau", "0.5"]),
     ("corr-topk", ["--k", "5", "--straight-through"]),
+    ("sparse-attention", ["--gamma", "0.5"]),
 ])
 def test_every_extractor_trains_and_evaluates(tmp_path, extractor, extra):
     out = tmp_path / extractor

@@ -11,6 +11,7 @@ from models.selectors.bernoulli import BernoulliSelector
 from models.selectors.full import FullSelector
 from models.selectors.hardkuma import HardKumaSelector
 from models.selectors.simple import SimpleSelector
+from models.selectors.sparse_attention import SparseAttentionSelector
 from models.selectors.topk import CorrelatedTopKSelector, TopKSelector
 
 SELECTORS: dict[str, type[Selector]] = {
@@ -21,6 +22,7 @@ SELECTORS: dict[str, type[Selector]] = {
     "simple": SimpleSelector,
     "topk": TopKSelector,
     "corr-topk": CorrelatedTopKSelector,
+    "sparse-attention": SparseAttentionSelector,
 }
 
 

@@ -46,8 +46,11 @@ class AttentionSelector(Selector):
 
     def attention(self, states: Tensor, mask: Tensor) -> Tensor:
         logits = self.score(torch.tanh(self.project(states))).squeeze(-1)
-        logits = logits.masked_fill(mask <= 0, float("-inf"))
-        alpha = torch.softmax(logits, dim=-1)
+        return self.normalize(logits, mask)
+
+    def normalize(self, logits: Tensor, mask: Tensor) -> Tensor:
+        """Attention weights over non-pad tokens (softmax here)."""
+        alpha = torch.softmax(logits.masked_fill(mask <= 0, float("-inf")), dim=-1)
         return torch.nan_to_num(alpha) * mask
 
     def gate(self, states: Tensor, mask: Tensor) -> Tensor:

@@ -1,0 +1,90 @@
+"""Speed of the top-k relaxations (Paulus et al., 2020): one forward + backward of the
+relaxed k-subset at batch 100, n = 350, k = 10 on the CPU, exact backward pass against
+a finite-difference backward (two extra forwards, J g ~ (mu(u + eps g) - mu(u - eps g)) / 2 eps,
+as the paper's code does), measured side by side in one run.
+
+    python benchmarks/relaxation_speed.py [--batch 100 --length 350 --k 10 --repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import append_result, git_commit  # noqa: E402
+from report import write_report  # noqa: E402
+from models.distributions.chain_ksubset import ChainKSubset  # noqa: E402
+from models.distributions.ksubset import KSubset  # noqa: E402
+
+
+def relaxation(name: str, unary, pairwise, mask, k):
+    if name == "topk":
+        return KSubset(unary, mask, k).marginals()
+    return ChainKSubset(unary, pairwise, mask, k).marginals()
+
+
+def exact(name, unary, pairwise, mask, k, g):
+    unary = unary.detach().requires_grad_(True)
+    mu = relaxation(name, unary, pairwise, mask, k)
+    (grad,) = torch.autograd.grad((mu * g).sum(), unary)
+    return grad
+
+
+def finite_difference(name, unary, pairwise, mask, k, g, eps=1e-3):
+    with torch.no_grad():
+        relaxation(name, unary, pairwise, mask, k)  # the forward pass itself
+    plus = relaxation(name, unary + eps * g, pairwise, mask, k)
+    minus = relaxation(name, unary - eps * g, pairwise, mask, k)
+    return (plus - minus) / (2 * eps)
+
+
+def timed(fn, repeats):
+    fn()
+    runs = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        runs.append(time.perf_counter() - start)
+    return statistics.median(runs) * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--length", type=int, default=350)
+    parser.add_argument("--k", type=int, default=10)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    unary = torch.randn(args.batch, args.length)
+    pairwise = torch.randn(args.batch, args.length - 1)
+    mask = torch.ones(args.batch, args.length)
+    g = torch.randn(args.batch, args.length)
+    command = " ".join(["python", "benchmarks/relaxation_speed.py", *sys.argv[1:]])
+    print(f"B={args.batch} n={args.length} k={args.k} threads={args.threads} torch={torch.__version__}")
+    results = {}
+    for name in ("topk", "corr-topk"):
+        for method, fn in (("exact", exact), ("finite-difference", finite_difference)):
+            ms = timed(lambda: fn(name, unary, pairwise, mask, args.k, g), args.repeats)
+            results[(name, method)] = ms
+    base = results[("topk", "exact")]
+    for (name, method), ms in results.items():
+        print(f"{name:10s} {method:18s} {ms:8.1f} ms   {ms / base:5.2f}x topk exact")
+        append_result({"benchmark": "relaxation_speed", "variant": name, "method": method, "batch": args.batch,
+                       "length": args.length, "k": args.k, "threads": args.threads, "ms": round(ms, 1),
+                       "ratio_to_topk_exact": round(ms / base, 3), "device": "cpu", "command": command,
+                       "commit": git_commit()})
+    write_report()
+
+
+if __name__ == "__main__":
+    main()
