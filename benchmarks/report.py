@@ -107,10 +107,11 @@ def write_report() -> None:
         out += ["## CPU cost of one training step", "",
                 "Forward, backward and Adam update on one batch, median of repeats, every variant measured",
                 "side by side in one run (ratio to the full-text model of the same run).", "",
-                "| variant | encoder | B x T | threads | ms / step | x full | command |", "|---|---|---|---|---|---|---|"]
+                "| variant | encoder | B x T | device | threads | ms / step | x full | command |",
+                "|---|---|---|---|---|---|---|---|"]
         for r in steps:
             ratio = f"{r['ratio_to_full']:.2f}" if r.get("ratio_to_full") else "-"
-            out.append(f"| {r['variant']} | {r['encoder']} | {r['batch']} x {r['length']} | {r['threads']} "
+            out.append(f"| {r['variant']} | {r['encoder']} | {r['batch']} x {r['length']} | {r['device']} | {r['threads']} "
                        f"| {r['ms']:.0f} | {ratio} | `{r['command']}` ({r['commit']}) |")
         out.append("")
     relax = [r for r in rows if r.get("benchmark") == "relaxation_speed"]

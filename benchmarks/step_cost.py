@@ -33,6 +33,11 @@ VARIANTS = {
     "attention": ("attention", {"selection": 0.13}),
     "hardkuma": ("hardkuma", {"selection": 0.13, "transitions": 0.02}),
     "hardkuma-dependent": ("hardkuma", {"selection": 0.13, "transitions": 0.02, "dependent": True}),
+    "bernoulli": ("bernoulli", {}),
+    "simple": ("simple", {"k": 10}),
+    "topk": ("topk", {"k": 10}),
+    "corr-topk": ("corr-topk", {"k": 10}),
+    "sparse-attention": ("sparse-attention", {}),
 }
 
 
@@ -46,6 +51,7 @@ def main() -> None:
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS))
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -54,21 +60,24 @@ def main() -> None:
     lengths[0] = args.length
     mask = (torch.arange(args.length).unsqueeze(0) < lengths.unsqueeze(1)).float()
     ids = torch.randint(2, vocab, (args.batch, args.length)) * mask.long()
-    batch = Batch([], ids, mask, torch.rand(args.batch))
+    device = torch.device(args.device)
+    batch = Batch([], ids.to(device), mask.to(device), torch.rand(args.batch, device=device))
     task = Regression()
     print(f"B={args.batch} T<={args.length} D={args.embedding} H={args.hidden} encoder={args.encoder} "
-          f"threads={args.threads} torch={torch.__version__}")
+          f"threads={args.threads} device={device} torch={torch.__version__}")
     timings = {}
     for name in args.variants:
         extractor, options = VARIANTS[name]
         model = RationaleModel(vocab, args.embedding, args.hidden, 1, encoder=args.encoder,
-                               extractor=extractor, extractor_options=options)
+                               extractor=extractor, extractor_options=options).to(device)
         optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=4e-4)
         training_step(model, task, batch, optimizer, 5.0)  # warm-up
         runs = []
         for _ in range(args.repeats):
             start = time.perf_counter()
             training_step(model, task, batch, optimizer, 5.0)
+            if device.type == "cuda":
+                torch.cuda.synchronize()
             runs.append(time.perf_counter() - start)
         timings[name] = statistics.median(runs) * 1000
     base = timings.get("full")
@@ -79,7 +88,7 @@ def main() -> None:
         append_result({"benchmark": "step_cost", "variant": name, "encoder": args.encoder, "batch": args.batch,
                        "length": args.length, "embedding": args.embedding, "hidden": args.hidden,
                        "threads": args.threads, "ms": round(ms, 1), "ratio_to_full": ratio and round(ratio, 3),
-                       "device": "cpu", "command": command, "commit": git_commit()})
+                       "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu", "command": command, "commit": git_commit()})
     write_report()
 
 

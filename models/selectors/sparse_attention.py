@@ -12,7 +12,6 @@ test time alike.
 
 from __future__ import annotations
 
-from entmax import sparsemax
 from torch import Tensor
 
 from models.selectors.attention import AttentionSelector
@@ -30,6 +29,8 @@ class SparseAttentionSelector(AttentionSelector):
         self.gamma = gamma
 
     def normalize(self, logits: Tensor, mask: Tensor) -> Tensor:
+        from entmax import sparsemax  # imported here so the other extractors never need it
+
         # padding gets a score far below every real token, so it is never in the support
         floor = logits.detach().masked_fill(mask <= 0, float("inf")).amin(-1, keepdim=True)
         scores = logits.masked_fill(mask <= 0, 0.0) + (mask <= 0) * (floor - 1e4 * self.gamma)
