@@ -94,6 +94,11 @@ def write_report() -> None:
         out += ["Rows group runs of one configuration (same script command); several seeds show",
                 "mean ± standard deviation. `published` is the paper's figure for that extractor and",
                 "aspect (full training data, 200-d beer vectors).", ""]
+        notes = [r for r in beer if r.get("note")]
+        if notes:
+            out += ["Notes on individual runs:", ""]
+            out += [f"- {r['extractor']}, aspect {r['aspect']}, seed {r['seed']}: {r['note']}." for r in notes]
+            out.append("")
         out += ["Commands (one per configuration, as run):", ""]
         seen = set()
         for row in beer:

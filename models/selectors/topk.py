@@ -54,7 +54,9 @@ class TopKSelector(Selector):
         if self.straight_through:
             hard = self.distribution(perturbed.detach(), None if pairwise is None else pairwise.detach(), mask).argmax()
             z = hard + soft - soft.detach()
-        return Selection.single(z * mask, soft_entropy=float(-(soft * torch.log(soft.clamp_min(1e-12))).sum(-1).mean()))
+        with torch.no_grad():
+            entropy = -(soft * torch.log(soft.clamp_min(1e-12))).sum(-1).mean().item()
+        return Selection.single(z * mask, soft_entropy=entropy)
 
     def decode(self, states: Tensor, mask: Tensor) -> Tensor:
         unary, pairwise = self.utilities(states)
