@@ -14,7 +14,7 @@ from torch import Tensor, nn
 
 from models.encoders import build_encoder
 from models.selection import Selection
-from models.selectors import build_selector
+from models.selectors import build_selector, selector_class
 
 
 class RationaleModel(nn.Module):
@@ -37,9 +37,9 @@ class RationaleModel(nn.Module):
         if embeddings is not None:
             self.embed.weight.data.copy_(embeddings)
         self.embed.weight.requires_grad_(not freeze_embeddings)
-        probe = build_selector(extractor, 1, **(extractor_options or {}))
         self.selector_encoder = (
-            build_encoder(encoder, embedding_dim, hidden_size, dropout=dropout) if probe.needs_states else None
+            build_encoder(encoder, embedding_dim, hidden_size, dropout=dropout)
+            if selector_class(extractor).needs_states else None
         )
         states = self.selector_encoder.output_size if self.selector_encoder is not None else 0
         self.selector = build_selector(extractor, states, **(extractor_options or {}))
@@ -70,6 +70,5 @@ class RationaleModel(nn.Module):
         """Test-time rationale ``z [B, T]``, per-token scores ``[B, T]`` and outputs ``[B, outputs]``."""
         emb = self.embed(ids)
         states = self.states(emb, mask)
-        z = self.selector.decode(states, mask) * mask
-        scores = self.selector.token_scores(states, mask) * mask
-        return z, scores, self.predict_masked(emb, mask, z.unsqueeze(1))[:, 0]
+        z, scores = self.selector.decode_with_scores(states, mask)
+        return z * mask, scores * mask, self.predict_masked(emb, mask, z.unsqueeze(1))[:, 0]

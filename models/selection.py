@@ -49,6 +49,8 @@ class Selector(nn.Module):
     stochastic where the method samples) and :meth:`decode` (the deterministic
     test-time rationale, a mask ``[B, T]``); :meth:`token_scores` gives a
     per-token score in [0, 1] shown to users next to the rationale.
+    :meth:`decode_with_scores` gives both; selectors that get them from one
+    pass (a sequential loop, one set of utilities) override it.
     """
 
     needs_states: bool = True
@@ -61,4 +63,7 @@ class Selector(nn.Module):
 
     def token_scores(self, states: Tensor, mask: Tensor) -> Tensor:
         return self.decode(states, mask)
+
+    def decode_with_scores(self, states: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+        return self.decode(states, mask), self.token_scores(states, mask)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
-from rationale_cli.readers import detect_format, iter_records, read_records
+from rationale_cli.readers import detect_format, iter_records
 from rationale_cli.records import Record
 from rationale_cli.synthetic import demo_records
 
@@ -21,13 +21,12 @@ def load(path: str, split: str, *, fmt: str = "auto", aspect: int | None = None,
          text_col: str = "text", label_col: str = "label") -> list[Record]:
     """Documents of ``split`` (train, valid or test): the split of the demo corpus or of an
     ERASER folder; any other source is read whole."""
-    if is_demo(path):
-        return demo_records(split, aspect=aspect or 0)
-    return read_records(path, fmt, aspect=aspect, split=ERASER_SPLITS[split], text_col=text_col, label_col=label_col)
+    return list(stream(path, split, fmt=fmt, aspect=aspect, text_col=text_col, label_col=label_col))
 
 
 def stream(path: str, split: str = "test", *, fmt: str = "auto", aspect: int | None = None,
-           text_col: str = "text", label_col: str = "label") -> Iterator[Record]:
+           text_col: str = "text", label_col: str | None = "label") -> Iterator[Record]:
+    """The same documents one at a time (constant memory for files)."""
     if is_demo(path):
         return iter(demo_records(split, aspect=aspect or 0))
     return iter_records(path, fmt, aspect=aspect, split=ERASER_SPLITS[split], text_col=text_col, label_col=label_col)

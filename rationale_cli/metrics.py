@@ -27,7 +27,6 @@ __all__ = [
     "TaskScores",
     "RegressionScores",
     "ClassificationScores",
-    "task_scores",
 ]
 
 
@@ -257,7 +256,3 @@ class ClassificationScores(TaskScores):
             "documents": self.documents,
         }
 
-
-def task_scores(labels: Sequence[str] | None) -> TaskScores:
-    """The accumulator for a task: regression when ``labels`` is None, else classification."""
-    return RegressionScores() if labels is None else ClassificationScores(labels)

@@ -80,7 +80,6 @@ class Run:
     vocab: Vocab
     task: Task
     model: RationaleModel
-    metrics: dict
 
 
 def read_json(path: Path):
@@ -120,7 +119,5 @@ def load_run(path: str | Path, device: str | torch.device = "cpu") -> Run:
         first = str(err).splitlines()[0]
         detail = next((ln.strip() for ln in str(err).splitlines()[1:] if ln.strip()), "")
         raise UserError(f"{path / WEIGHTS}: weights do not match config.json ({first} {detail})") from None
-    metrics_path = path / "metrics.json"
-    metrics = read_json(metrics_path) if metrics_path.is_file() else {}
     model.to(device).eval()
-    return Run(path, config, vocab, task, model, metrics)
+    return Run(path, config, vocab, task, model)

@@ -6,7 +6,6 @@ from rationale_cli.metrics import (
     RationaleScores,
     RegressionScores,
     document_scores,
-    task_scores,
 )
 
 
@@ -101,7 +100,3 @@ def test_classification_macro_f1_by_hand():
     assert result["documents"] == 6
     assert ClassificationScores(["a"]).result()["accuracy"] is None
 
-
-def test_task_scores_factory():
-    assert isinstance(task_scores(None), RegressionScores)
-    assert isinstance(task_scores(["a", "b"]), ClassificationScores)

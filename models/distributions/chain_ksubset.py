@@ -23,6 +23,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from models.distributions import gradient_of
+
 NEG = -1e9
 
 
@@ -63,11 +65,7 @@ class ChainKSubset:
 
     def marginals(self, tau: float = 1.0) -> Tensor:
         """E[z_i] under ``p(x) ~ exp(<u, x> / tau)`` [B, T]: the relaxed k-subset."""
-        differentiable = torch.is_grad_enabled() and self.unary.requires_grad
-        with torch.enable_grad():
-            unary = self.unary if differentiable else self.unary.detach().requires_grad_(True)
-            dist = self if differentiable else ChainKSubset(unary, self.pairwise.detach(), self.mask, self.k)
-            (grad,) = torch.autograd.grad(dist.log_partition(tau).sum(), unary, create_graph=differentiable)
+        grad = gradient_of(lambda u: ChainKSubset(u, self.pairwise, self.mask, self.k).log_partition(tau), self.unary)
         return grad * tau * self.mask
 
     @torch.no_grad()

@@ -28,6 +28,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from models.distributions import gradient_of
+
 NEG = -1e9  # log of an impossible count; finite, so no inf - inf in any derivative
 
 
@@ -68,11 +70,7 @@ class KSubset:
 
     def marginals(self) -> Tensor:
         """P(z_i = 1 | sum z = k) = dA/dtheta_i [B, T]; differentiable when grad mode is on."""
-        differentiable = torch.is_grad_enabled() and self.logits.requires_grad
-        with torch.enable_grad():
-            logits = self.logits if differentiable else self.logits.detach().requires_grad_(True)
-            dist = self if differentiable else KSubset(logits, self.mask, self.k)
-            (mu,) = torch.autograd.grad(dist.natural_log_partition().sum(), logits, create_graph=differentiable)
+        mu = gradient_of(lambda logits: KSubset(logits, self.mask, self.k).natural_log_partition(), self.logits)
         return mu * self.mask
 
     @torch.no_grad()

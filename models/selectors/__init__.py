@@ -26,10 +26,14 @@ SELECTORS: dict[str, type[Selector]] = {
 }
 
 
-def build_selector(name: str, input_size: int, **options) -> Selector:
-    """The selector ``name``; options it does not take are ignored."""
+def selector_class(name: str) -> type[Selector]:
     if name not in SELECTORS:
         raise ValueError(f"unknown extractor {name!r}: expected one of {', '.join(SELECTORS)}")
-    cls = SELECTORS[name]
+    return SELECTORS[name]
+
+
+def build_selector(name: str, input_size: int, **options) -> Selector:
+    """The selector ``name``; options it does not take are ignored."""
+    cls = selector_class(name)
     accepted = inspect.signature(cls.__init__).parameters
     return cls(input_size, **{k: v for k, v in options.items() if k in accepted})

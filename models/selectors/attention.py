@@ -33,6 +33,11 @@ def top_share(scores: Tensor, mask: Tensor, share: float) -> Tensor:
     return (ranks < k.unsqueeze(-1)).to(mask.dtype) * mask
 
 
+def as_gate(alpha: Tensor) -> Tensor:
+    """Attention weights scaled so that the best token of each row passes whole."""
+    return alpha / alpha.amax(-1, keepdim=True).clamp_min(1e-12)
+
+
 class AttentionSelector(Selector):
     """Soft attention in training, top-``selection`` tokens at test time."""
 
@@ -54,14 +59,17 @@ class AttentionSelector(Selector):
         return torch.nan_to_num(alpha) * mask
 
     def gate(self, states: Tensor, mask: Tensor) -> Tensor:
-        alpha = self.attention(states, mask)
-        return alpha / alpha.amax(-1, keepdim=True).clamp_min(1e-12)
+        return as_gate(self.attention(states, mask))
 
     def forward(self, states: Tensor, mask: Tensor) -> Selection:
         return Selection.single(self.gate(states, mask))
 
     def decode(self, states: Tensor, mask: Tensor) -> Tensor:
-        return top_share(self.attention(states, mask), mask, self.selection)
+        return self.decode_with_scores(states, mask)[0]
 
     def token_scores(self, states: Tensor, mask: Tensor) -> Tensor:
         return self.gate(states, mask)
+
+    def decode_with_scores(self, states: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+        alpha = self.attention(states, mask)
+        return top_share(alpha, mask, self.selection), as_gate(alpha)

@@ -130,8 +130,12 @@ class BernoulliSelector(Selector):
         return (advantage * lp).mean()
 
     def decode(self, states: Tensor, mask: Tensor) -> Tensor:
-        return self.draw(states, mask, lambda t: (t >= 0).to(states.dtype))[0]
+        return self.decode_with_scores(states, mask)[0]
 
     def token_scores(self, states: Tensor, mask: Tensor) -> Tensor:
-        """p_i (conditioned on the decoded prefix for the dependent variant)."""
-        return torch.sigmoid(self.draw(states, mask, lambda t: (t >= 0).to(states.dtype))[1]) * mask
+        return self.decode_with_scores(states, mask)[1]
+
+    def decode_with_scores(self, states: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+        """z_i = [p_i >= 0.5] and p_i (conditioned on the decoded prefix when dependent)."""
+        z, logits = self.draw(states, mask, lambda t: (t >= 0).to(states.dtype))
+        return z, torch.sigmoid(logits) * mask

@@ -105,5 +105,9 @@ class HardKumaSelector(Selector):
         return self.run(states, mask, most_likely)[0]
 
     def token_scores(self, states: Tensor, mask: Tensor) -> Tensor:
-        """P(z_i != 0) (conditioned on the decoded prefix for the dependent variant)."""
-        return torch.exp(self.run(states, mask, most_likely)[1].log_p_nonzero()) * mask
+        return self.decode_with_scores(states, mask)[1]
+
+    def decode_with_scores(self, states: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+        """The decoded z and P(z_i != 0) (conditioned on the decoded prefix when dependent)."""
+        z, dist = self.run(states, mask, most_likely)
+        return z, torch.exp(dist.log_p_nonzero()) * mask

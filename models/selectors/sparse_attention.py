@@ -36,6 +36,7 @@ class SparseAttentionSelector(AttentionSelector):
         scores = logits.masked_fill(mask <= 0, 0.0) + (mask <= 0) * (floor - 1e4 * self.gamma)
         return sparsemax(scores / self.gamma, dim=-1) * mask
 
-    def decode(self, states: Tensor, mask: Tensor) -> Tensor:
-        """The support of the attention weights, gated by alpha / max(alpha)."""
-        return self.gate(states, mask)
+    def decode_with_scores(self, states: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+        """The support of the attention weights, gated by alpha / max(alpha), twice."""
+        gate = self.gate(states, mask)
+        return gate, gate

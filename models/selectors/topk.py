@@ -63,9 +63,13 @@ class TopKSelector(Selector):
         return self.distribution(unary, pairwise, mask).argmax()
 
     def token_scores(self, states: Tensor, mask: Tensor) -> Tensor:
-        """The relaxed mask at temperature tau without noise."""
+        return self.decode_with_scores(states, mask)[1]
+
+    def decode_with_scores(self, states: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+        """The best k-subset and the relaxed mask at temperature tau, both without noise."""
         unary, pairwise = self.utilities(states)
-        return self.distribution(unary, pairwise, mask, self.tau).marginals()
+        return (self.distribution(unary, pairwise, mask).argmax(),
+                self.distribution(unary, pairwise, mask, self.tau).marginals())
 
 
 class CorrelatedTopKSelector(TopKSelector):
