@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 import shlex
+import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
+
+import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results.jsonl"
@@ -35,3 +39,18 @@ def append_result(row: dict) -> None:
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     with open(RESULTS, "a", encoding="utf-8") as handle:
         handle.write(json.dumps(row) + "\n")
+
+
+def timed(fn: Callable[[], object], repeats: int, device: torch.device | str = "cpu") -> float:
+    """Median milliseconds of ``fn()`` over ``repeats`` runs after one warm-up run,
+    synchronizing a GPU around each run."""
+    sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
+    fn()
+    runs = []
+    for _ in range(repeats):
+        sync()
+        start = time.perf_counter()
+        fn()
+        sync()
+        runs.append(time.perf_counter() - start)
+    return statistics.median(runs) * 1000

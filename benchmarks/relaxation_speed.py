@@ -1,24 +1,23 @@
 """Speed of the top-k relaxations (Paulus et al., 2020): one forward + backward of the
-relaxed k-subset at batch 100, n = 350, k = 10 on the CPU, exact backward pass against
+relaxed k-subset at batch 100, n = 350, k = 10 (CPU or GPU), exact backward pass against
 a finite-difference backward (two extra forwards, J g ~ (mu(u + eps g) - mu(u - eps g)) / 2 eps,
 as the paper's code does), measured side by side in one run.
 
     python benchmarks/relaxation_speed.py [--batch 100 --length 350 --k 10 --repeats 5]
+    python benchmarks/relaxation_speed.py --device cuda
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import append_result, git_commit  # noqa: E402
+from common import append_result, git_commit, timed  # noqa: E402
 from report import write_report  # noqa: E402
 from models.distributions.chain_ksubset import ChainKSubset  # noqa: E402
 from models.distributions.ksubset import KSubset  # noqa: E402
@@ -45,16 +44,6 @@ def finite_difference(name, unary, pairwise, mask, k, g, eps=1e-3):
     return (plus - minus) / (2 * eps)
 
 
-def timed(fn, repeats):
-    fn()
-    runs = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        runs.append(time.perf_counter() - start)
-    return statistics.median(runs) * 1000
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batch", type=int, default=100)
@@ -62,26 +51,29 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    unary = torch.randn(args.batch, args.length)
-    pairwise = torch.randn(args.batch, args.length - 1)
-    mask = torch.ones(args.batch, args.length)
-    g = torch.randn(args.batch, args.length)
+    device = torch.device(args.device)
+    unary = torch.randn(args.batch, args.length, device=device)
+    pairwise = torch.randn(args.batch, args.length - 1, device=device)
+    mask = torch.ones(args.batch, args.length, device=device)
+    g = torch.randn(args.batch, args.length, device=device)
     command = " ".join(["python", "benchmarks/relaxation_speed.py", *sys.argv[1:]])
-    print(f"B={args.batch} n={args.length} k={args.k} threads={args.threads} torch={torch.__version__}")
+    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    print(f"B={args.batch} n={args.length} k={args.k} device={device_name} threads={args.threads} torch={torch.__version__}")
     results = {}
     for name in ("topk", "corr-topk"):
         for method, fn in (("exact", exact), ("finite-difference", finite_difference)):
-            ms = timed(lambda: fn(name, unary, pairwise, mask, args.k, g), args.repeats)
+            ms = timed(lambda fn=fn, name=name: fn(name, unary, pairwise, mask, args.k, g), args.repeats, device)
             results[(name, method)] = ms
     base = results[("topk", "exact")]
     for (name, method), ms in results.items():
         print(f"{name:10s} {method:18s} {ms:8.1f} ms   {ms / base:5.2f}x topk exact")
         append_result({"benchmark": "relaxation_speed", "variant": name, "method": method, "batch": args.batch,
                        "length": args.length, "k": args.k, "threads": args.threads, "ms": round(ms, 1),
-                       "ratio_to_topk_exact": round(ms / base, 3), "device": "cpu", "command": command,
+                       "ratio_to_topk_exact": round(ms / base, 3), "device": device_name, "command": command,
                        "commit": git_commit()})
     write_report()
 

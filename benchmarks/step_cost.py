@@ -12,16 +12,14 @@ appends them to benchmarks/results.jsonl and regenerates RESULTS.md.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import append_result, git_commit  # noqa: E402
+from common import append_result, git_commit, timed  # noqa: E402
 from report import write_report  # noqa: E402
 from models.model import RationaleModel  # noqa: E402
 from rationale_cli.batching import Batch  # noqa: E402
@@ -71,15 +69,7 @@ def main() -> None:
         model = RationaleModel(vocab, args.embedding, args.hidden, 1, encoder=args.encoder,
                                extractor=extractor, extractor_options=options).to(device)
         optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=4e-4)
-        training_step(model, task, batch, optimizer, 5.0)  # warm-up
-        runs = []
-        for _ in range(args.repeats):
-            start = time.perf_counter()
-            training_step(model, task, batch, optimizer, 5.0)
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            runs.append(time.perf_counter() - start)
-        timings[name] = statistics.median(runs) * 1000
+        timings[name] = timed(lambda: training_step(model, task, batch, optimizer, 5.0), args.repeats, device)
     base = timings.get("full")
     command = " ".join(["python", "benchmarks/step_cost.py", *sys.argv[1:]])
     for name, ms in timings.items():

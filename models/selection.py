@@ -11,8 +11,8 @@ with no special case per method.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from torch import Tensor, nn
 
@@ -30,7 +30,7 @@ class Selection:
     stats: dict[str, float] = field(default_factory=dict)
 
     @staticmethod
-    def single(mask: Tensor, penalty: Tensor | None = None, **stats: float) -> "Selection":
+    def single(mask: Tensor, penalty: Tensor | None = None, **stats: float) -> Selection:
         """One mask ``[B, T]`` with weight 1."""
         batch = mask.shape[0]
         return Selection(

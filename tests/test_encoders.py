@@ -7,8 +7,20 @@ from __future__ import annotations
 import pytest
 import torch
 
-from models.encoders import ENCODERS, CNNEncoder, Encoder, LSTMEncoder, RCNNEncoder, build_encoder
-from models.encoders.recurrence import lstm_scan, lstm_scan_autograd, rcnn_scan, rcnn_scan_autograd
+from models.encoders import (
+    ENCODERS,
+    CNNEncoder,
+    Encoder,
+    LSTMEncoder,
+    RCNNEncoder,
+    build_encoder,
+)
+from models.encoders.recurrence import (
+    lstm_scan,
+    lstm_scan_autograd,
+    rcnn_scan,
+    rcnn_scan_autograd,
+)
 
 IN, HID = 6, 5
 CONFIGS = [("rcnn", True), ("rcnn", False), ("lstm", True), ("lstm", False), ("cnn", True)]

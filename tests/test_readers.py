@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import re
 import json
+import re
 import subprocess
 import sys
 
 import pytest
+from helpers import write
 
 from rationale_cli.errors import UserError
 from rationale_cli.readers import FORMATS, detect_format, iter_records, read_records
 from rationale_cli.readers.table import iter_table
 from rationale_cli.tokenize import tokenize
-from helpers import write
 
 
 def jsonl(*objects) -> str:
@@ -185,7 +185,7 @@ def test_eraser_directory_and_split_file(tmp_path):
     assert detect_format(root / "val.jsonl") == "eraser"
     (record,) = read_records(root)
     assert record.id == "negR_000.txt" and record.label == "NEG"
-    assert record.tokens == "a bad film . really bad acting .".split()
+    assert record.tokens == ["a", "bad", "film", ".", "really", "bad", "acting", "."]
     assert record.rationale == [(1, 3), (5, 7)]  # union, sorted, touching spans merged
     (val,) = read_records(root, split="val")
     assert val.label == "POS" and val.rationale == []  # the empty span is skipped

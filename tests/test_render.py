@@ -163,10 +163,9 @@ def test_atomic_write(tmp_path):
     if os.name == "posix":
         assert target.stat().st_mode & 0o777 == 0o666 & ~umask
 
-    with pytest.raises(RuntimeError):
-        with atomic_path(target) as tmp:
-            tmp.write_text("half")
-            raise RuntimeError("interrupted")
+    with pytest.raises(RuntimeError), atomic_path(target) as tmp:
+        tmp.write_text("half")
+        raise RuntimeError("interrupted")
     assert target.read_text() == "old\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
 

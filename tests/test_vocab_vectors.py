@@ -7,11 +7,11 @@ import re
 
 import pytest
 import torch
+from helpers import write
 
 from rationale_cli.errors import UserError
 from rationale_cli.vectors import load_vectors
 from rationale_cli.vocab import PAD, UNK, Vocab
-from helpers import write
 
 DOCS = [["The", "beer", "is", "good"], ["the", "head", "is", "white"], ["the", "beer"]]
 

@@ -3,19 +3,19 @@
 Independent Bernoulli logits theta condition on exactly k selections:
 ``p(z | sum z = k) = prod_i p_i^z_i (1 - p_i)^(1 - z_i) / P(sum z = k)``.
 
-- ``log_partition`` = log P(sum z = k), by the O(n k) dynamic program of
-  Algorithm 1 in log space over (position, count), vectorized over the batch.
-  Both ``log p_i = logsigmoid(theta_i)`` and ``log(1 - p_i) = logsigmoid(-theta_i)``
-  are functions of theta, so every derivative, the second order included, is exact.
-  Pairs are combined with ``logsumexp`` over a stacked pair (never
-  ``logaddexp``, whose double backward is NaN once its arguments differ by more
-  than about 88 in float32). Padding is never selectable; a document shorter
-  than k selects all of its tokens.
+- ``log_partition`` = log P(sum z = k), from the polynomial ``prod_i (1 + e^{theta_i} x)``
+  of Algorithm 1 in log space, computed by the log-depth divide and conquer of
+  :mod:`models.distributions.subset_tree` (ceil(log2 T) vectorized steps, batched,
+  each row with its own length and k). Working in the natural parameters theta
+  makes every derivative, the second order included, exact. Padding is never
+  selectable; a document shorter than k selects all of its tokens.
 - ``marginals`` = d A / d theta (Theorem 1), differentiable, where
   ``A(theta) = log sum_{|z| = k} exp(<theta, z>) = log P(sum z = k) - sum_i log(1 - p_i)``
   is the log-partition in the natural parameters (with logits, d log P(k) / d theta
   is mu - p, not mu); its Hessian, the marginals' Jacobian, is Cov(z | k).
-- ``sample`` walks the table backwards (Algorithm 2): exact samples.
+- ``sample`` walks the segment tree back down (Algorithm 6): each segment's count is
+  split between its halves in proportion to ``L_j R_{m-j}``; exact samples in
+  log2 T vectorized steps.
 - ``entropy`` in closed form from the marginals, ``H = A - <mu, theta>``, since
   ``log p(z | k) = <theta, z> - A``; it equals Algorithm 4's recursion (checked
   against enumeration), and
@@ -28,69 +28,84 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from models.distributions import gradient_of
+from models.distributions import chain_dp, gradient_of
+from models.distributions.subset_tree import NEG, leaves, log_sum, root_value, up_sweep
 
-NEG = -1e9  # log of an impossible count; finite, so no inf - inf in any derivative
+METHODS = ("auto", "sequential", "tree")
 
+
+def resolve_method(method: str, x: Tensor) -> str:
+    """``auto``: the sequential program on a CPU, the log-depth tree elsewhere (GPUs)."""
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
+    if method == "auto":
+        return "sequential" if x.device.type == "cpu" else "tree"
+    return method
 
 class KSubset:
     """k-subsets of the non-pad positions of each row; ``k`` an int or a [B] tensor."""
 
-    def __init__(self, logits: Tensor, mask: Tensor, k: int | Tensor):
+    def __init__(self, logits: Tensor, mask: Tensor, k: int | Tensor, method: str = "auto"):
         self.logits, self.mask = logits, mask
+        self.method = resolve_method(method, logits)
         lengths = mask.sum(-1).long()
         k = torch.as_tensor(k, device=logits.device).long().expand(lengths.shape)
         self.k = torch.minimum(k, lengths)
         self.max_k = int(self.k.max()) if self.k.numel() else 0
 
-    def table(self) -> Tensor:
-        """``alpha[i, b, j] = log P(sum of the first i tokens = j)``, shape [T+1, B, K+1]."""
-        batch, length = self.logits.shape
-        log_on = F.logsigmoid(self.logits)
-        log_off = F.logsigmoid(-self.logits)
-        alpha = self.logits.new_full((batch, self.max_k + 1), NEG)
-        alpha[:, 0] = 0.0
-        shifted_pad = self.logits.new_full((batch, 1), NEG)
-        rows = [alpha]
-        for i in range(length):
-            off = alpha + log_off[:, i : i + 1]
-            on = torch.cat([shifted_pad, alpha[:, :-1]], 1) + log_on[:, i : i + 1]
-            step = torch.logsumexp(torch.stack([off, on]), 0)
-            alpha = torch.where(self.mask[:, i : i + 1] > 0, step, alpha)
-            rows.append(alpha)
-        return torch.stack(rows)
+    def levels(self, logits: Tensor | None = None) -> list[Tensor]:
+        """Segment tables ``[B, S, 1, 1, D]`` from single tokens up to the whole row."""
+        logits = self.logits if logits is None else logits
+        return up_sweep(leaves(logits, self.mask, 1), None, self.max_k, log_sum)
+
+    def natural_log_partition(self, logits: Tensor | None = None) -> Tensor:
+        """``A(theta) = log sum_{|z| = k} exp(<theta, z>)`` per row [B]."""
+        if self.method == "sequential":
+            return self.sequential(logits)[0]
+        return root_value(self.levels(logits)[-1], self.k, log_sum)
+
+    def sequential(self, logits: Tensor | None = None, generator: torch.Generator | False | None = False):
+        """``(A, marginals, sample)`` by the sequential program with its explicit backward
+        pass; the sample is drawn only when a generator (or None, the default one) is given."""
+        logits = self.logits if logits is None else logits
+        draws = None
+        if generator is not False:
+            draws = torch.rand(logits.shape, generator=generator, device=logits.device, dtype=logits.dtype)
+        masked = logits.masked_fill(self.mask <= 0, NEG)
+        return chain_dp.ChainMarginals.apply(masked, None, self.k, self.max_k, draws)
 
     def log_partition(self) -> Tensor:
         """log P(sum z = k) per row [B]."""
-        return self.table()[-1].gather(1, self.k.unsqueeze(1)).squeeze(1)
-
-    def natural_log_partition(self) -> Tensor:
-        """``A(theta) = log sum_{|z| = k} exp(<theta, z>)`` per row [B]."""
-        return self.log_partition() - (F.logsigmoid(-self.logits) * self.mask).sum(-1)
+        return self.natural_log_partition() + (F.logsigmoid(-self.logits) * self.mask).sum(-1)
 
     def marginals(self) -> Tensor:
         """P(z_i = 1 | sum z = k) = dA/dtheta_i [B, T]; differentiable when grad mode is on."""
-        mu = gradient_of(lambda logits: KSubset(logits, self.mask, self.k).natural_log_partition(), self.logits)
+        if self.method == "sequential":
+            mu = self.sequential()[1]
+        else:
+            mu = gradient_of(self.natural_log_partition, self.logits)
         return mu * self.mask
 
     @torch.no_grad()
     def sample(self, generator: torch.Generator | None = None) -> Tensor:
-        """An exact sample of ``p(z | sum z = k)`` per row [B, T] (Algorithm 2)."""
-        alpha = self.table()
-        log_on = F.logsigmoid(self.logits)
-        batch, length = self.logits.shape
-        rows = torch.arange(batch, device=self.logits.device)
-        j = self.k.clone()
-        z = torch.zeros_like(self.logits)
-        for i in range(length - 1, -1, -1):
-            before = alpha[i][rows, (j - 1).clamp_min(0)]
-            p_on = torch.exp(before + log_on[:, i] - alpha[i + 1][rows, j])
-            p_on = torch.where(j > 0, p_on, torch.zeros_like(p_on)) * self.mask[:, i]
-            u = torch.rand(batch, generator=generator, device=self.logits.device, dtype=self.logits.dtype)
-            take = u < p_on
-            z[:, i] = take.to(z.dtype)
-            j = j - take.long()
-        return z
+        """An exact sample of ``p(z | sum z = k)`` per row [B, T] (Algorithm 6): from the
+        root down, each segment with m ones gives j of them to its left half with
+        probability ``exp(L_j + R_{m-j}) / exp(S_m)``; on a CPU the sequential walk of
+        Algorithm 2."""
+        if self.method == "sequential":
+            return self.sequential(generator=generator)[2] * self.mask
+        levels = self.levels()
+        counts = self.k.unsqueeze(1)  # [B, segments]
+        for table in reversed(levels[:-1]):
+            left, right = table[:, 0::2, 0, 0], table[:, 1::2, 0, 0]  # [B, S, D]
+            rest = counts.unsqueeze(-1) - torch.arange(left.shape[-1], device=counts.device)
+            fits = (rest >= 0) & (rest < right.shape[-1])
+            scores = left + right.gather(-1, rest.clamp(0, right.shape[-1] - 1))
+            u = torch.rand(scores.shape, generator=generator, device=scores.device, dtype=scores.dtype)
+            noisy = scores - torch.log(-torch.log(u.clamp(1e-12, 1 - 1e-7)))  # Gumbel-max
+            j = noisy.masked_fill(~fits, float("-inf")).argmax(-1)
+            counts = torch.stack([j, counts - j], -1).flatten(1)
+        return counts[:, : self.logits.shape[1]].to(self.logits.dtype) * self.mask
 
     def argmax(self) -> Tensor:
         """The k highest logits of each row (exactly k; ties go to the earlier position)."""
@@ -118,7 +133,10 @@ def simple_estimator(dist: KSubset, generator: torch.Generator | None = None) ->
     """SIMPLE (section 3, eq. 8): the forward value is an exact discrete sample z; the
     backward pass is the gradient through the exact marginals, ``J_mu^T g``.
     Returns (z with that gradient, the marginals)."""
-    mu = dist.marginals()
-    z = dist.sample(generator)
+    if dist.method == "sequential":  # one pass gives both
+        _, mu, z = dist.sequential(generator=generator)
+        mu = mu * dist.mask
+    else:
+        mu, z = dist.marginals(), dist.sample(generator)
     return z + (mu - mu.detach()), mu
 

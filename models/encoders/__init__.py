@@ -57,13 +57,13 @@ class RecurrentEncoder(Encoder):
 
 
 # The concrete encoders import Encoder from here, so they come after it.
-from models.encoders.cnn import CNNEncoder  # noqa: E402
-from models.encoders.lstm import LSTMEncoder  # noqa: E402
-from models.encoders.rcnn import RCNNEncoder  # noqa: E402
+from models.encoders.cnn import CNNEncoder
+from models.encoders.lstm import LSTMEncoder
+from models.encoders.rcnn import RCNNEncoder
 
 ENCODERS = ("rcnn", "lstm", "cnn")
 
-__all__ = ["ENCODERS", "Encoder", "RCNNEncoder", "LSTMEncoder", "CNNEncoder", "build_encoder"]
+__all__ = ["ENCODERS", "CNNEncoder", "Encoder", "LSTMEncoder", "RCNNEncoder", "build_encoder"]
 
 
 def build_encoder(

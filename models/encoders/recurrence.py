@@ -50,12 +50,12 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 __all__ = [
-    "rcnn_scan",
-    "rcnn_scan_autograd",
     "lstm_scan",
     "lstm_scan_autograd",
-    "stack_directions",
     "merge_directions",
+    "rcnn_scan",
+    "rcnn_scan_autograd",
+    "stack_directions",
 ]
 
 

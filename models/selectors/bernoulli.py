@@ -100,7 +100,7 @@ class BernoulliSelector(Selector):
         if self.multiplier is not None:
             self.multiplier(rate.mean() - self.selection)
             extra = extra + self.multiplier.value * rate
-        surrogate = lambda task_loss: self.surrogate(task_loss + extra.detach(), lp)  # noqa: E731
+        surrogate = lambda task_loss: self.surrogate(task_loss + extra.detach(), lp)
         with torch.no_grad():
             stats = {"selected": float(((z > 0).float() * mask.unsqueeze(1)).sum() / (mask.sum() * s).clamp_min(1.0)),
                      "transitions": float((transitions / lengths).mean())}

@@ -7,7 +7,7 @@ distribution, ``theta_i = head([h_i; s_{i-1}])``, ``s_i = rcnn([h_i; z_i], s_{i-
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F

@@ -1,0 +1,76 @@
+"""Speed of SIMPLE's path (Ahmed et al., 2023): the k-subset DP, the exact marginals,
+one exact sample and the estimator's backward pass ``J_mu^T g``, at batch 100,
+n = 350, k = 10, for the library's two programs (the sequential one with its
+explicit backward pass, and the log-depth tree) and the straightforward vectorized
+DP with autograd through the unrolled loop (``reference_ksubset.py``), measured
+side by side in one run.
+
+    python benchmarks/ksubset_speed.py [--batch 100 --length 350 --k 10 --repeats 5]
+    python benchmarks/ksubset_speed.py --device cuda
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import reference_ksubset  # noqa: E402
+from common import append_result, git_commit, timed  # noqa: E402
+from report import write_report  # noqa: E402
+from models.distributions.ksubset import KSubset, simple_estimator  # noqa: E402
+
+
+def library(method: str):
+    def run(logits, mask, k, g):
+        theta = logits.detach().requires_grad_(True)
+        z, _ = simple_estimator(KSubset(theta, mask, k, method=method))
+        (z * g).sum().backward()
+
+    return run
+
+
+def straightforward(logits, mask, k, g):
+    theta = logits.detach().requires_grad_(True)
+    mu = reference_ksubset.marginals(theta, mask, k)
+    z = reference_ksubset.sample(theta.detach(), mask, k) + mu - mu.detach()
+    (z * g).sum().backward()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--length", type=int, default=350)
+    parser.add_argument("--k", type=int, default=10)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    device = torch.device(args.device)
+    logits = torch.randn(args.batch, args.length, device=device) * 2
+    mask = torch.ones(args.batch, args.length, device=device)
+    k = torch.full((args.batch,), args.k, device=device, dtype=torch.long)
+    g = torch.randn(args.batch, args.length, device=device)
+    command = " ".join(["python", "benchmarks/ksubset_speed.py", *sys.argv[1:]])
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    print(f"B={args.batch} n={args.length} k={args.k} device={name} threads={args.threads} torch={torch.__version__}")
+    variants = {"sequential": library("sequential"), "tree": library("tree"), "straightforward": straightforward}
+    results = {key: timed(lambda fn=fn: fn(logits, mask, k, g), args.repeats, device) for key, fn in variants.items()}
+    base = results["straightforward"]
+    for key, ms in results.items():
+        print(f"{key:16s} {ms:8.1f} ms   {base / ms:5.2f}x faster than straightforward")
+        append_result({"benchmark": "ksubset_speed", "variant": key, "batch": args.batch, "length": args.length,
+                       "k": args.k, "threads": args.threads, "ms": round(ms, 2),
+                       "speedup_vs_straightforward": round(base / ms, 2), "device": name, "command": command,
+                       "commit": git_commit()})
+    write_report()
+
+
+if __name__ == "__main__":
+    main()
