@@ -2,8 +2,10 @@
 
 An embedding layer feeds a selector encoder whose states a :class:`Selector`
 turns into a weighted set of masks; a predictor encoder reads each masked
-input ``x * z`` (recurrent encoders skip tokens with ``z = 0``) and an output
-layer makes the prediction. Every extractor plugs in through the Selection
+input ``x * z`` (recurrent encoders skip tokens with ``z = 0``, convolutions
+read zeros there) and an output
+layer makes the prediction. The encoders and the output layer come from a named
+architecture (:mod:`models.architectures`). Every extractor plugs in through the Selection
 interface, so nothing here depends on which one is used.
 """
 
@@ -12,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from models.encoders import build_encoder
+from models.architectures import build_architecture
 from models.selection import Selection
 from models.selectors import build_selector, selector_class
 
@@ -37,14 +39,13 @@ class RationaleModel(nn.Module):
         if embeddings is not None:
             self.embed.weight.data.copy_(embeddings)
         self.embed.weight.requires_grad_(not freeze_embeddings)
-        self.selector_encoder = (
-            build_encoder(encoder, embedding_dim, hidden_size, dropout=dropout)
-            if selector_class(extractor).needs_states else None
-        )
+        parts = build_architecture(encoder, embedding_dim, hidden_size, outputs, dropout=dropout,
+                                   needs_selector=selector_class(extractor).needs_states)
+        self.selector_encoder = parts.selector_encoder
         states = self.selector_encoder.output_size if self.selector_encoder is not None else 0
         self.selector = build_selector(extractor, states, **(extractor_options or {}))
-        self.predictor_encoder = build_encoder(encoder, embedding_dim, hidden_size, dropout=dropout)
-        self.output = nn.Sequential(nn.Dropout(dropout), nn.Linear(self.predictor_encoder.output_size, outputs))
+        self.predictor_encoder = parts.predictor_encoder
+        self.output = parts.output
 
     def states(self, emb: Tensor, mask: Tensor) -> Tensor | None:
         if self.selector_encoder is None:
@@ -56,7 +57,10 @@ class RationaleModel(nn.Module):
         batch, samples, length = masks.shape
         gate = (masks * mask.unsqueeze(1)).reshape(batch * samples, length)
         x = emb.unsqueeze(1).expand(batch, samples, length, emb.shape[-1]).reshape(batch * samples, length, -1)
-        _, summary = self.predictor_encoder(x * gate.unsqueeze(-1), gate)
+        read = gate
+        if not self.predictor_encoder.skips_unselected:
+            read = mask.unsqueeze(1).expand(batch, samples, length).reshape(batch * samples, length)
+        _, summary = self.predictor_encoder(x * gate.unsqueeze(-1), read)
         return self.output(summary).view(batch, samples, -1)
 
     def forward(self, ids: Tensor, mask: Tensor) -> tuple[Selection, Tensor]:

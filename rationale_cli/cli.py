@@ -74,7 +74,7 @@ def train(
     task: Optional[str] = typer.Option(None, help="auto, regression or classification [auto]."),
     text_col: Optional[str] = typer.Option(None, help="CSV/TSV text column [text]."),
     label_col: Optional[str] = typer.Option(None, help="CSV/TSV label column [label]."),
-    encoder: Optional[str] = typer.Option(None, help="rcnn, lstm or cnn [rcnn]."),
+    encoder: Optional[str] = typer.Option(None, help="Architecture: rcnn, lstm, cnn, l2x, sst-simple or sst-complex [l2x for simple, sst-complex for topk and corr-topk, rcnn otherwise]."),
     extractor: Optional[str] = typer.Option(None, help="Rationale extractor: full, attention, hardkuma, bernoulli, simple, topk, corr-topk or sparse-attention [full]."),
     selection: Optional[float] = typer.Option(None, help="Share of tokens to select: attention's top share, hardkuma's target [0.13]."),
     transitions: Optional[float] = typer.Option(None, help="hardkuma: at most this rate of 0/1 transitions per token [no limit]."),
@@ -116,7 +116,7 @@ def train(
     from rationale_cli import datasets
     from rationale_cli.readers import FORMATS
     from rationale_cli.training import split_validation, train_model
-    from models.encoders import ENCODERS
+    from models.architectures import ARCHITECTURES
     from models.selectors import SELECTORS
     from models.selectors.bernoulli import BASELINES
     from models.selectors.sparse_attention import ATTENTIONS
@@ -125,7 +125,7 @@ def train(
     if not cfg.data:
         raise UserError("no training data: give --data PATH (or 'demo'), or data = ... in --config")
     check_choice("--format", cfg.format, FORMATS)
-    check_choice("--encoder", cfg.encoder, ENCODERS)
+    check_choice("--encoder", cfg.encoder, ARCHITECTURES)
     check_choice("--extractor", cfg.extractor, tuple(SELECTORS))
     check_choice("--task", cfg.task, ("auto", "regression", "classification"))
     check_choice("--baseline", cfg.baseline, BASELINES)
@@ -307,7 +307,7 @@ def evaluate(
 def demo(
     out: Optional[Path] = typer.Option(None, help="Keep the demo's run directory here (default: a temporary one)."),
     extractor: str = typer.Option("hardkuma", help="Extractor to train."),
-    encoder: str = typer.Option("rcnn", help="Encoder: rcnn, lstm or cnn."),
+    encoder: Optional[str] = typer.Option(None, help="Architecture (see train) [the extractor's default]."),
     epochs: int = typer.Option(12, help="Training epochs."),
     seed: int = typer.Option(0, help="Random seed."),
 ):

@@ -15,6 +15,10 @@ from typing import Any
 from rationale_cli.errors import UserError
 
 
+# each extractor's architecture in its paper's beer experiments (rcnn for the others)
+DEFAULT_ENCODERS = {"simple": "l2x", "topk": "sst-complex", "corr-topk": "sst-complex"}
+
+
 @dataclass
 class TrainConfig:
     data: str = ""
@@ -25,7 +29,7 @@ class TrainConfig:
     task: str = "auto"
     text_col: str = "text"
     label_col: str = "label"
-    encoder: str = "rcnn"
+    encoder: str | None = None
     extractor: str = "full"
     selection: float = 0.13
     transitions: float | None = None
@@ -59,6 +63,10 @@ class TrainConfig:
     patience: int = 5
     seed: int = 0
     device: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.encoder is None:
+            self.encoder = DEFAULT_ENCODERS.get(self.extractor, "rcnn")
 
     def extractor_options(self) -> dict[str, Any]:
         """Options a selector may take (each selector keeps the ones it knows)."""

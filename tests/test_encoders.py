@@ -206,7 +206,7 @@ def test_cnn_summary_is_masked_max():
     x = torch.randn(2, 6, IN)
     mask = torch.tensor([[1, 1, 0, 1, 1, 0], [0, 1, 1, 1, 0, 0]], dtype=torch.float32)
     states, summary = enc(x, mask)
-    conv = torch.relu(enc.conv((x * mask.unsqueeze(-1)).transpose(1, 2))).transpose(1, 2)
+    conv = torch.relu(enc.convs[0]((x * mask.unsqueeze(-1)).transpose(1, 2))).transpose(1, 2)
     expected = conv.masked_fill(mask.unsqueeze(-1) == 0, float("-inf")).max(1).values
     torch.testing.assert_close(summary, expected)
     torch.testing.assert_close(states, conv * mask.unsqueeze(-1))
@@ -267,7 +267,7 @@ def test_build_encoder_kinds_and_errors():
     assert isinstance(build_encoder("rcnn", 4, 3), RCNNEncoder)
     assert isinstance(build_encoder("lstm", 4, 3, bidirectional=False), LSTMEncoder)
     cnn = build_encoder("cnn", 4, 3, kernel_size=5, dropout=0.1)
-    assert isinstance(cnn, CNNEncoder) and cnn.output_size == 3 and cnn.conv.kernel_size == (5,)
+    assert isinstance(cnn, CNNEncoder) and cnn.output_size == 3 and cnn.convs[0].kernel_size == (5,)
     with pytest.raises(ValueError, match="unknown encoder"):
         build_encoder("gru", 4, 3)
     with pytest.raises(ValueError, match="odd"):

@@ -29,9 +29,7 @@ class SparseAttentionSelector(AttentionSelector):
         self.gamma = gamma
 
     def normalize(self, logits: Tensor, mask: Tensor) -> Tensor:
-        from entmax import (
-            sparsemax,  # imported here so the other extractors never need it
-        )
+        from entmax import sparsemax  # imported here so the other extractors never need it
 
         # padding gets a score far below every real token, so it is never in the support
         floor = logits.detach().masked_fill(mask <= 0, float("inf")).amin(-1, keepdim=True)
