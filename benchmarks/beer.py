@@ -15,6 +15,7 @@ regenerated from it.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import shlex
 import sys
@@ -30,7 +31,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", default="../shared/data", help="folder holding beer/ and glove_6B_50d_subset/")
     parser.add_argument("--extractor", default="full")
-    parser.add_argument("--encoder", default="rcnn")
+    parser.add_argument("--encoder", default=None, help="architecture (default: the extractor's own)")
     parser.add_argument("--aspects", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--selection", type=float, nargs="+", default=None,
@@ -46,21 +47,26 @@ def main() -> None:
     for i, aspect in enumerate(args.aspects):
         target = args.selection[i] if args.selection else default_targets[aspect]
         for seed in args.seeds:
-            run = runs / f"{args.extractor}-{args.encoder}-a{aspect}-s{seed}"
+            options = hashlib.sha1(" ".join(extra).encode()).hexdigest()[:8]  # runs with other options apart
+            run = runs / f"{args.extractor}-{args.encoder or 'default'}-a{aspect}-s{seed}-{options}"
+            encoder = ["--encoder", args.encoder] if args.encoder else []
             train_cmd, seconds = rationale(
                 "train", "--data", str(data / "beer" / f"reviews.aspect{aspect}.heldout.txt.gz"),
                 "--aspect", str(aspect), "--valid-fraction", "0.1",
                 "--embeddings", str(data / "glove_6B_50d_subset" / "glove.6B.50d.subset.txt.gz"),
-                "--encoder", args.encoder, "--extractor", args.extractor, "--selection", str(target),
+                *encoder, "--extractor", args.extractor, "--selection", str(target),
                 "--epochs", str(args.epochs), "--seed", str(seed), "--out", str(run), "--force", *extra,
             )
+            config = json.loads((run / "config.json").read_text())
+            fixed_k = args.extractor in ("simple", "topk", "corr-topk")
             metrics_file = run / "test_metrics.json"
             eval_cmd, _ = rationale("evaluate", str(run), str(data / "beer" / "annotations.json"),
                                     "--aspect", str(aspect), "--json", str(metrics_file))
             test = json.loads(metrics_file.read_text())
             append_result({
-                "benchmark": "beer", "extractor": args.extractor, "encoder": args.encoder, "data": "beer",
-                "aspect": aspect, "selection_target": target if args.extractor != "full" else None, "k": None,
+                "benchmark": "beer", "extractor": args.extractor, "encoder": config["encoder"], "data": "beer",
+                "aspect": aspect, "selection_target": target if args.extractor != "full" and not fixed_k else None,
+                "k": config["k"] if fixed_k else None, "device": config["device"],
                 "seed": seed, "precision": test["precision"], "recall": test["recall"], "f1": test["f1"],
                 "selection_rate": test["selection_rate"], "mse": test["mse"], "train_seconds": round(seconds, 1),
                 "train_size": 9000, "command": f"{train_cmd} && {eval_cmd}",
