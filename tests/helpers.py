@@ -12,3 +12,24 @@ def write(path, text: str):
     else:
         path.write_text(text, encoding="utf-8")
     return path
+
+
+DEMO_SIZES = ["--embedding-dim", "50", "--hidden-size", "64", "--batch-size", "20", "--lr", "0.002", "--patience", "0"]
+
+
+def train_on_demo(tmp_path, *options: str) -> dict:
+    """Train on the synthetic demo corpus with the demo's sizes and ``options``, evaluate on
+    its test split and return the test metrics."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from rationale_cli.cli import app
+
+    run = tmp_path / "run"
+    result = CliRunner().invoke(app, ["train", "--data", "demo", "--out", str(run), "--force", *DEMO_SIZES, *options])
+    assert result.exit_code == 0, result.output
+    metrics = tmp_path / "test.json"
+    result = CliRunner().invoke(app, ["evaluate", str(run), "demo", "--json", str(metrics)])
+    assert result.exit_code == 0, result.output
+    return json.loads(metrics.read_text())

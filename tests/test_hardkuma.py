@@ -1,12 +1,12 @@
 """HardKuma: closed forms against sampling and quadrature, log-space stability,
 padding, and the Lagrange multipliers (Bastings et al., 2019, sections 3-4)."""
 
-import json
 import math
 
 import numpy as np
 import pytest
 import torch
+from helpers import train_on_demo
 
 from models.distributions.hardkuma import HardKuma
 from models.lagrangian import LagrangeMultiplier
@@ -138,20 +138,8 @@ def test_selector_multipliers_do_not_move_in_eval_mode():
 
 def test_training_on_the_demo_corpus_hits_the_selection_target_with_high_precision(tmp_path):
     """``--selection 0.2`` ends within 2 points of 20% on the test split, precision above 90%."""
-    from typer.testing import CliRunner
-
-    from rationale_cli.cli import app
-
-    run = tmp_path / "run"
-    args = ["train", "--data", "demo", "--out", str(run), "--extractor", "hardkuma", "--encoder", "rcnn",
-            "--selection", "0.2", "--transitions", "0.06", "--embedding-dim", "50", "--hidden-size", "64",
-            "--batch-size", "20", "--lr", "0.002", "--epochs", "8", "--patience", "0"]
-    result = CliRunner().invoke(app, args)
-    assert result.exit_code == 0, result.output
-    metrics = tmp_path / "test.json"
-    result = CliRunner().invoke(app, ["evaluate", str(run), "demo", "--json", str(metrics)])
-    assert result.exit_code == 0, result.output
-    test = json.loads(metrics.read_text())
+    test = train_on_demo(tmp_path, "--extractor", "hardkuma", "--encoder", "rcnn", "--selection", "0.2",
+                         "--transitions", "0.06", "--epochs", "8")
     assert abs(test["selection_rate"] - 0.2) <= 0.02, test
     assert test["precision"] > 0.9, test
 
