@@ -47,6 +47,7 @@ class TrainConfig:
     straight_through: bool = False
     attention: str = "sparsemax"
     gamma: float = 1.0
+    lam: float | None = None
     embeddings: str | None = None
     embedding_dim: int = 200
     fix_embeddings: bool = True
@@ -75,7 +76,7 @@ class TrainConfig:
                 "coherence": self.coherence, "baseline": self.baseline, "samples": self.samples,
                 "lagrangian": self.lagrangian, "k": self.k, "kl_weight": self.kl_weight,
                 "tau": self.tau, "straight_through": self.straight_through, "attention": self.attention,
-                "gamma": self.gamma}
+                "gamma": self.gamma, "lam": self.lam}
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

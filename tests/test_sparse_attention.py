@@ -1,6 +1,8 @@
 """Sparse attention rationales: sparsemax against its KKT conditions, padding, support."""
 
+import pytest
 import torch
+from helpers import train_on_demo
 
 from models.selectors.sparse_attention import SparseAttentionSelector
 
@@ -51,3 +53,34 @@ def test_gradients_flow_through_the_support():
     selection = selector(states, torch.ones(2, 6))
     selection.masks.sum().backward()
     assert torch.isfinite(states.grad).all() and states.grad.abs().sum() > 0
+
+
+def test_fusedmax_and_oscarmax_options_and_padding():
+    torch.manual_seed(3)
+    states = torch.randn(2, 9, 5, dtype=torch.float64)
+    mask = torch.ones(2, 9, dtype=torch.float64)
+    mask[1, 6:] = 0
+    for attention, lam in (("fusedmax", 0.1), ("oscarmax", 0.01)):
+        selector = SparseAttentionSelector(5, attention=attention).double()
+        assert selector.lam == lam
+        alpha = selector.attention(states, mask)
+        assert torch.allclose(alpha.sum(-1), torch.ones(2, dtype=torch.float64))
+        assert torch.all(alpha[1, 6:] == 0)
+    with pytest.raises(ValueError, match="unknown attention"):
+        SparseAttentionSelector(5, attention="softmax")
+    with pytest.raises(ValueError, match="lambda"):
+        SparseAttentionSelector(5, attention="fusedmax", lam=-1.0)
+
+
+def test_a_large_lambda_fuses_fusedmax_into_one_contiguous_segment():
+    torch.manual_seed(4)
+    selector = SparseAttentionSelector(5, attention="fusedmax", lam=50.0)
+    alpha = selector.attention(torch.randn(1, 12, 5), torch.ones(1, 12))
+    support = (alpha[0] > 0).nonzero().flatten().tolist()
+    assert support == list(range(support[0], support[-1] + 1))
+
+
+def test_fusedmax_on_the_demo_corpus_is_precise(tmp_path):
+    test = train_on_demo(tmp_path, "--extractor", "sparse-attention", "--attention", "fusedmax",
+                         "--encoder", "rcnn", "--epochs", "8")
+    assert test["precision"] > 0.85, test

@@ -1,0 +1,60 @@
+"""Proximal operators of TV and OSCAR, fusedmax and oscarmax, against a generic QP
+solver (tolerance 1e-5), and gradcheck of their backward passes."""
+
+import numpy as np
+import pytest
+import torch
+from qp import prox_by_qp
+
+from models.prox import oscar_prox, oscar_prox_row, tv_prox, tv_prox_row
+
+
+def sparsemax(x):
+    from entmax import sparsemax as projection
+
+    return projection(x, dim=-1)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("lam", [0.05, 0.3, 1.5])
+def test_prox_of_tv_and_oscar_solve_their_problems(seed, lam):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=int(rng.integers(2, 8))) * 2
+    y, _ = tv_prox_row(x.tolist(), lam)
+    np.testing.assert_allclose(y, prox_by_qp(x, lam, "tv", simplex=False), atol=1e-5)
+    y, _ = oscar_prox_row(x.tolist(), lam)
+    np.testing.assert_allclose(y, prox_by_qp(x, lam, "oscar", simplex=False), atol=1e-5)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("lam", [0.0, 0.1, 0.5])
+def test_sparsemax_and_fusedmax_solve_their_simplex_problems(seed, lam):
+    """Proposition 2: fusedmax = P_simplex(P_TV(x)) exactly (lam = 0: sparsemax)."""
+    rng = np.random.default_rng(100 + seed)
+    x = rng.normal(size=int(rng.integers(2, 8)))
+    ones = torch.ones(1, len(x), dtype=torch.float64)
+    fused = sparsemax(tv_prox(torch.tensor(x[None]), ones, lam))[0].numpy()
+    np.testing.assert_allclose(fused, prox_by_qp(x, lam, "tv", simplex=True), atol=1e-5)
+
+
+def test_groups_of_tv_are_adjacent_runs_and_padding_passes_through():
+    x = torch.tensor([[3.0, 2.9, 3.1, -1.0, -1.2, 5.0, 0.0], [1.0, 4.0, 1.0, 9.0, 9.0, 9.0, 9.0]],
+                     dtype=torch.float64)
+    mask = torch.tensor([[1.0] * 6 + [0.0], [1.0, 1, 1, 0, 0, 0, 0]], dtype=torch.float64)
+    y = tv_prox(x, mask, 0.5)
+    assert torch.equal(y[1, 3:], x[1, 3:]) and y[0, 6] == x[0, 6]
+    assert y[0, 0] == y[0, 1] == y[0, 2] and y[0, 3] == y[0, 4]
+    assert torch.allclose(y[0, :6].sum(), x[0, :6].sum())  # TV prox keeps the mean
+    y1 = tv_prox(x[1:, :3], mask[1:, :3], 0.5)
+    assert torch.allclose(y[1, :3], y1[0])
+
+
+@pytest.mark.parametrize("prox", [tv_prox, oscar_prox])
+def test_gradcheck_of_the_group_jacobians(prox):
+    torch.manual_seed(0)
+    x = (torch.randn(3, 7, dtype=torch.float64) * 2).requires_grad_(True)
+    mask = torch.ones(3, 7, dtype=torch.float64)
+    mask[2, 5:] = 0
+    assert torch.autograd.gradcheck(lambda t: prox(t, mask, 0.3) * mask, (x,), atol=1e-6)
+    assert torch.autograd.gradcheck(lambda t: sparsemax(prox(t, mask, 0.3).masked_fill(mask == 0, -1e3)), (x,),
+                                    atol=1e-6)
