@@ -5,7 +5,7 @@ from helpers import train_on_demo
 
 
 def test_correlated_top_k_is_precise_and_more_contiguous_than_top_k(tmp_path):
-    options = ["--k", "11", "--encoder", "rcnn", "--epochs", "5"]
+    options = ["--k", "11", "--encoder", "rcnn", "--epochs", "3"]
     corr = train_on_demo(tmp_path / "corr", "--extractor", "corr-topk", *options)
     plain = train_on_demo(tmp_path / "plain", "--extractor", "topk", *options)
     assert corr["precision"] > 0.85, corr

@@ -12,6 +12,7 @@ from models.selectors.full import FullSelector
 from models.selectors.hardkuma import HardKumaSelector
 from models.selectors.simple import SimpleSelector
 from models.selectors.sparse_attention import SparseAttentionSelector
+from models.selectors.sparsemap import SparseMAPSelector
 from models.selectors.topk import CorrelatedTopKSelector, TopKSelector
 
 SELECTORS: dict[str, type[Selector]] = {
@@ -23,6 +24,7 @@ SELECTORS: dict[str, type[Selector]] = {
     "topk": TopKSelector,
     "corr-topk": CorrelatedTopKSelector,
     "sparse-attention": SparseAttentionSelector,
+    "sparsemap": SparseMAPSelector,
 }
 
 

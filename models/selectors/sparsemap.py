@@ -1,0 +1,53 @@
+"""SparseMAP rationales: deterministic sparse marginalization over masks with a
+budget (Correia et al., 2020, section 4.2; the distribution is in
+:mod:`models.distributions.sparsemap`).
+
+Token scores ``t_i`` come from a linear layer over the selector encoder's states.
+Each document's budget is ``B = round(selection * length)`` (at least 1). SparseMAP
+returns a handful of masks with at most B tokens and their weights; the trainer
+evaluates the predictor on each mask and sums the losses weighted by xi: no
+sampling, no relaxation. The support size is reported (it adapts during training:
+the paper's observation). Test time: the most probable mask; token scores are the
+marginals ``mu = sum_z xi_z z``.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from models.distributions.sparsemap import sparsemap
+from models.selection import Selection, Selector
+
+
+class SparseMAPSelector(Selector):
+    def __init__(self, input_size: int, selection: float = 0.13):
+        super().__init__()
+        if not 0.0 < selection <= 1.0:
+            raise ValueError(f"selection must be in (0, 1], got {selection}")
+        self.selection = selection
+        self.score = nn.Linear(input_size, 1)
+
+    def solve(self, states: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+        budgets = torch.clamp(torch.floor(mask.sum(-1) * self.selection + 0.5), min=1.0).long()
+        return sparsemap(self.score(states).squeeze(-1), mask, budgets)
+
+    def forward(self, states: Tensor, mask: Tensor) -> Selection:
+        weights, masks = self.solve(states, mask)
+        with torch.no_grad():
+            support = float((weights > 0).sum(-1).float().mean())
+            selected = float(((weights.unsqueeze(-1) * masks).sum((1, 2)) / mask.sum(-1).clamp_min(1.0)).mean())
+        return Selection(masks=masks, weights=weights, penalty=weights.new_zeros(()),
+                         stats={"support": support, "selected": selected})
+
+    def decode(self, states: Tensor, mask: Tensor) -> Tensor:
+        return self.decode_with_scores(states, mask)[0]
+
+    def token_scores(self, states: Tensor, mask: Tensor) -> Tensor:
+        return self.decode_with_scores(states, mask)[1]
+
+    def decode_with_scores(self, states: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+        """The most probable mask and the marginals ``sum_z xi_z z``."""
+        weights, masks = self.solve(states, mask)
+        best = masks.gather(1, weights.argmax(-1)[:, None, None].expand(-1, 1, masks.shape[-1]))[:, 0]
+        return best * mask, (weights.unsqueeze(-1) * masks).sum(1) * mask

@@ -1,0 +1,99 @@
+"""SparseMAP with a budget: marginals against a generic QP (projection onto the budget
+polytope), a sparse distribution over at most n + 1 masks, gradcheck of the backward."""
+
+import numpy as np
+import pytest
+import torch
+from qp import solve_qp
+
+from models.distributions.sparsemap import budget_oracle, solve_sparsemap, sparsemap
+
+
+def budget_projection(t, budget):
+    """argmin ||mu - t||^2 over {0 <= mu <= 1, sum mu <= B} by the generic QP solver."""
+    n = len(t)
+    G = np.vstack([np.eye(n), -np.eye(n), np.ones((1, n))])
+    h = np.concatenate([np.ones(n), np.zeros(n), [budget]])
+    return solve_qp(np.eye(n), -t, G, h)
+
+
+def test_budget_oracle_takes_the_best_positive_scores():
+    assert budget_oracle(np.array([0.5, -1.0, 2.0, 0.1]), 2).tolist() == [1, 0, 1, 0]
+    assert budget_oracle(np.array([-0.5, -1.0]), 2).tolist() == [0, 0]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_marginals_are_the_projection_onto_the_budget_polytope(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 10))
+    t = rng.normal(size=n) * 1.5 + 0.3
+    budget = int(rng.integers(1, n + 1))
+    active, xi = solve_sparsemap(t, budget)
+    assert np.all(xi > 0) and abs(xi.sum() - 1) < 1e-12 and len(xi) <= n + 1
+    assert np.all(active.sum(0) <= budget) and set(np.unique(active)) <= {0.0, 1.0}
+    np.testing.assert_allclose(active @ xi, budget_projection(t, budget), atol=1e-5)
+
+
+def test_batched_supports_padding_and_weights():
+    torch.manual_seed(0)
+    scores = torch.randn(3, 7, dtype=torch.float64)
+    mask = torch.ones(3, 7, dtype=torch.float64)
+    mask[1, 4:] = 0
+    weights, masks = sparsemap(scores, mask, torch.tensor([2, 1, 3]))
+    assert torch.allclose(weights.sum(-1), torch.ones(3, dtype=torch.float64))
+    assert torch.all(masks[1, :, 4:] == 0)
+    assert torch.all(masks.sum(-1) <= torch.tensor([2, 1, 3]).unsqueeze(1))
+    for row in range(3):
+        n = int(mask[row].sum())
+        expected = budget_projection(scores[row, :n].numpy(), [2, 1, 3][row])
+        marginals = (weights[row].unsqueeze(-1) * masks[row]).sum(0)[:n]
+        np.testing.assert_allclose(marginals.numpy(), expected, atol=1e-5)
+
+
+def test_gradcheck_of_the_backward_pass():
+    torch.manual_seed(1)
+    scores = (torch.randn(2, 6, dtype=torch.float64) * 0.5 + 0.3).requires_grad_(True)
+    mask = torch.ones(2, 6, dtype=torch.float64)
+    budgets = torch.tensor([3, 2])
+    costs = torch.randn(2, 6, dtype=torch.float64)
+
+    def expected_cost(t):  # sum over the support of xi_z * <c, z>
+        weights, masks = sparsemap(t, mask, budgets)
+        return (weights * (masks * costs.unsqueeze(1)).sum(-1)).sum(-1)
+
+    assert torch.autograd.gradcheck(expected_cost, (scores,), atol=1e-6)
+    assert torch.autograd.gradcheck(lambda t: sparsemap(t, mask, budgets)[0], (scores,), atol=1e-6)
+
+
+def test_selector_marginalizes_the_task_loss_over_its_support():
+    """The trainer's loss equals the explicit sum over the support of xi_z * loss(z)."""
+    from models.model import RationaleModel
+    from rationale_cli.task import Regression
+
+    torch.manual_seed(2)
+    model = RationaleModel(30, 6, 5, 1, encoder="cnn", extractor="sparsemap", dropout=0.0,
+                           extractor_options={"selection": 0.4}).double()
+    ids = torch.tensor([[3, 4, 5, 6, 7, 0], [8, 9, 10, 11, 12, 13]])
+    mask = (ids != 0).double()
+    targets = torch.tensor([0.2, 0.9], dtype=torch.float64)
+    selection, outputs = model(ids, mask)
+    task_loss = Regression().loss(outputs, targets.unsqueeze(1).expand(-1, outputs.shape[1]))
+    marginalized = (selection.weights * task_loss).sum(-1)
+    emb = model.embed(ids)
+    for row in range(2):
+        explicit = 0.0
+        for weight, z in zip(selection.weights[row], selection.masks[row]):
+            if weight > 0:
+                out = model.predict_masked(emb[row : row + 1], mask[row : row + 1], z[None, None])
+                explicit = explicit + weight * Regression().loss(out[:, 0], targets[row : row + 1])[0]
+        assert torch.allclose(marginalized[row], explicit)
+    assert selection.stats["support"] >= 1
+
+
+def test_sparsemap_on_the_demo_corpus_is_precise(tmp_path):
+    from helpers import train_on_demo
+
+    test = train_on_demo(tmp_path, "--extractor", "sparsemap", "--selection", "0.2", "--encoder", "rcnn",
+                         "--epochs", "2")
+    assert test["precision"] > 0.85, test
+    assert abs(test["selection_rate"] - 0.2) <= 0.02, test
