@@ -42,6 +42,7 @@ class TrainConfig:
     samples: int = 1
     lagrangian: bool = False
     k: int = 10
+    top_masks: int = 10
     kl_weight: float = 0.0
     tau: float = 1.0
     straight_through: bool = False
@@ -74,7 +75,7 @@ class TrainConfig:
         return {"selection": self.selection, "transitions": self.transitions, "dependent": self.dependent,
                 "lagrange_lr": self.lagrange_lr, "lagrange_rho": self.lagrange_rho, "sparsity": self.sparsity,
                 "coherence": self.coherence, "baseline": self.baseline, "samples": self.samples,
-                "lagrangian": self.lagrangian, "k": self.k, "kl_weight": self.kl_weight,
+                "lagrangian": self.lagrangian, "k": self.k, "top_masks": self.top_masks, "kl_weight": self.kl_weight,
                 "tau": self.tau, "straight_through": self.straight_through, "attention": self.attention,
                 "gamma": self.gamma, "lam": self.lam}
 

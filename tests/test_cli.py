@@ -190,6 +190,10 @@ def test_python_dash_m_entry_point():
     ("topk", ["--k", "5", "--tau", "0.5"]),
     ("corr-topk", ["--k", "5", "--straight-through"]),
     ("sparse-attention", ["--gamma", "0.5"]),
+    ("sparse-attention", ["--attention", "fusedmax", "--lambda", "0.2"]),
+    ("sparse-attention", ["--attention", "oscarmax"]),
+    ("sparsemap", ["--selection", "0.3"]),
+    ("topk-sparsemax", ["--selection", "0.3", "--top-masks", "4"]),
 ])
 def test_every_extractor_trains_and_evaluates(tmp_path, extractor, extra):
     out = tmp_path / extractor

@@ -14,6 +14,7 @@ from models.selectors.simple import SimpleSelector
 from models.selectors.sparse_attention import SparseAttentionSelector
 from models.selectors.sparsemap import SparseMAPSelector
 from models.selectors.topk import CorrelatedTopKSelector, TopKSelector
+from models.selectors.topk_sparsemax import TopKSparsemaxSelector
 
 SELECTORS: dict[str, type[Selector]] = {
     "full": FullSelector,
@@ -25,6 +26,7 @@ SELECTORS: dict[str, type[Selector]] = {
     "corr-topk": CorrelatedTopKSelector,
     "sparse-attention": SparseAttentionSelector,
     "sparsemap": SparseMAPSelector,
+    "topk-sparsemax": TopKSparsemaxSelector,
 }
 
 
