@@ -58,6 +58,8 @@ def main() -> None:
                 "--epochs", str(args.epochs), "--seed", str(seed), "--out", str(run), "--force", *extra,
             )
             config = json.loads((run / "config.json").read_text())
+            history = json.loads((run / "metrics.json").read_text())["history"]
+            supports = [epoch["support"] for epoch in history if "support" in epoch]
             fixed_k = args.extractor in ("simple", "topk", "corr-topk")
             metrics_file = run / "test_metrics.json"
             eval_cmd, _ = rationale("evaluate", str(run), str(data / "beer" / "annotations.json"),
@@ -67,6 +69,7 @@ def main() -> None:
                 "benchmark": "beer", "extractor": args.extractor, "encoder": config["encoder"], "data": "beer",
                 "aspect": aspect, "selection_target": target if args.extractor != "full" and not fixed_k else None,
                 "k": config["k"] if fixed_k else None, "device": config["device"],
+                "support": sum(supports) / len(supports) if supports else None,
                 "seed": seed, "precision": test["precision"], "recall": test["recall"], "f1": test["f1"],
                 "selection_rate": test["selection_rate"], "mse": test["mse"], "train_seconds": round(seconds, 1),
                 "train_size": 9000, "command": f"{train_cmd} && {eval_cmd}",

@@ -100,8 +100,8 @@ def beer_table(rows: list[dict]) -> list[str]:
                configuration(row["script"]))
         groups[key].append(row)
     lines = [
-        "| extractor | encoder | aspect | target | seeds | test MSE | precision % | recall % | F1 % | selected % | train s | device | published |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| extractor | encoder | aspect | target | seeds | test MSE | precision % | recall % | F1 % | selected % | support | train s | device | published |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for key in sorted(groups, key=lambda k: (k[0], k[1], k[2], str(k[3]), str(k[4]), k[5])):
         extractor, encoder, aspect, target, k, _ = key
@@ -111,7 +111,8 @@ def beer_table(rows: list[dict]) -> list[str]:
             f"| {extractor} | {encoder} | {aspect} {ASPECTS.get(aspect, '')} | {shown_target} | {len(runs)} "
             f"| {fmt_mean([r['mse'] for r in runs], digits=4)} | {fmt_mean([r['precision'] for r in runs], 100)} "
             f"| {fmt_mean([r['recall'] for r in runs], 100)} | {fmt_mean([r['f1'] for r in runs], 100)} "
-            f"| {fmt_mean([r['selection_rate'] for r in runs], 100)} | {fmt_mean([r['train_seconds'] for r in runs], digits=0)} "
+            f"| {fmt_mean([r['selection_rate'] for r in runs], 100)} | {fmt_mean([r.get('support') for r in runs])} "
+            f"| {fmt_mean([r['train_seconds'] for r in runs], digits=0)} "
             f"| {runs[0].get('device', 'cpu').replace('auto', 'cpu')} "
             f"| {PUBLISHED.get((extractor, aspect, k)) or PUBLISHED.get((extractor, aspect), '-')} |"
         )
@@ -127,7 +128,8 @@ def write_report() -> None:
         out += ["Rows group runs of one configuration (the same command but for the seed); several",
                 "seeds show mean ± standard deviation. `published` is the paper's figure for that",
                 "extractor and aspect (full training data, 200-d beer vectors). Runs on a GPU shared it",
-                "with up to 18 other runs, so their train seconds measure nothing but that.", ""]
+                "with up to 18 other runs, so their train seconds measure nothing but that. `support`:",
+                "the mean number of masks with weight over training (sparse marginalization only).", ""]
         notes = [r for r in beer if r.get("note")]
         if notes:
             out += ["Notes on individual runs:", ""]
