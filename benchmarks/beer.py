@@ -67,9 +67,10 @@ def main() -> None:
             test = json.loads(metrics_file.read_text())
             append_result({
                 "benchmark": "beer", "extractor": args.extractor, "encoder": config["encoder"], "data": "beer",
-                "aspect": aspect, "selection_target": target if args.extractor != "full" and not fixed_k else None,
+                "aspect": aspect, "selection_target": target if args.extractor not in ("full", "sparse-attention") and not fixed_k else None,
                 "k": config["k"] if fixed_k else None, "device": config["device"],
                 "support": sum(supports) / len(supports) if supports else None,
+                "attention": config["attention"] if args.extractor == "sparse-attention" else None,
                 "seed": seed, "precision": test["precision"], "recall": test["recall"], "f1": test["f1"],
                 "selection_rate": test["selection_rate"], "mse": test["mse"], "train_seconds": round(seconds, 1),
                 "train_size": 9000, "command": f"{train_cmd} && {eval_cmd}",

@@ -32,6 +32,7 @@ PUBLISHED = {
     ("hardkuma", 0): "P 98.1 at 13% (Table 2)",
     ("hardkuma", 1): "P 96.8 at 7% (Table 2)",
     ("hardkuma", 2): "P 89.8 at 7% (Table 2)",
+    # sparse marginalization and sparse attention: no beer figures in their papers
 }
 # k-subset extractors, keyed (extractor, aspect, k): subset precision %, test MSE (x100 in the
 # papers). SIMPLE: Ahmed et al. (2023), Tables 2-3 (L2X architecture). Top-k and correlated
@@ -106,9 +107,10 @@ def beer_table(rows: list[dict]) -> list[str]:
     for key in sorted(groups, key=lambda k: (k[0], k[1], k[2], str(k[3]), str(k[4]), k[5])):
         extractor, encoder, aspect, target, k, _ = key
         runs = groups[key]
+        shown = f"{extractor} ({runs[0]['attention']})" if runs[0].get("attention") else extractor
         shown_target = f"k={k}" if k else (f"{100 * target:.0f}%" if target else "-")
         lines.append(
-            f"| {extractor} | {encoder} | {aspect} {ASPECTS.get(aspect, '')} | {shown_target} | {len(runs)} "
+            f"| {shown} | {encoder} | {aspect} {ASPECTS.get(aspect, '')} | {shown_target} | {len(runs)} "
             f"| {fmt_mean([r['mse'] for r in runs], digits=4)} | {fmt_mean([r['precision'] for r in runs], 100)} "
             f"| {fmt_mean([r['recall'] for r in runs], 100)} | {fmt_mean([r['f1'] for r in runs], 100)} "
             f"| {fmt_mean([r['selection_rate'] for r in runs], 100)} | {fmt_mean([r.get('support') for r in runs])} "
