@@ -70,8 +70,8 @@ def summary_line(epoch: int, epochs: int, train_loss: float, valid: dict, stats:
     return " | ".join(parts)
 
 
-def training_step(model, task: Task, batch: Batch, optimizer: torch.optim.Optimizer, clip: float) -> tuple[float, Selection]:
-    """One update: ``loss = (weights * task_loss).sum(-1).mean() + penalty + surrogate``."""
+def training_loss(model, task: Task, batch: Batch) -> tuple[torch.Tensor, Selection]:
+    """``loss = (weights * task_loss).sum(-1).mean() + penalty + surrogate`` for one batch."""
     selection, outputs = model(batch.ids, batch.mask)
     targets = batch.targets.unsqueeze(1).expand(selection.weights.shape)
     task_loss = task.loss(outputs, targets)
@@ -80,6 +80,12 @@ def training_step(model, task: Task, batch: Batch, optimizer: torch.optim.Optimi
         surrogate = selection.surrogate(task_loss.detach())
         if surrogate is not None:
             loss = loss + surrogate
+    return loss, selection
+
+
+def training_step(model, task: Task, batch: Batch, optimizer: torch.optim.Optimizer, clip: float) -> tuple[float, Selection]:
+    """One update on :func:`training_loss`, with gradient-norm clipping."""
+    loss, selection = training_loss(model, task, batch)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     if clip > 0:

@@ -1,0 +1,81 @@
+"""Variance of the REINFORCE gradient per baseline (Lei et al., 2016; Bastings et al.,
+2019, section 6), on one fixed batch of the synthetic demo corpus, measured side by
+side in one run.
+
+For each baseline (none, an exponential moving average, leave-one-out over S
+samples) the selector's gradient of the training loss is drawn ``--draws`` times
+from the same model (same initial weights) and batch; printed: the total variance
+(sum over parameters of the per-coordinate variance), its ratio to ``none``, and
+the cosine between the mean gradient and ``none``'s (all are unbiased, so the
+means agree up to noise). The moving average is warmed up on the batch first.
+
+    python benchmarks/bernoulli_variance.py [--draws 300 --batch 50 --samples 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import append_result, git_commit  # noqa: E402
+from report import write_report  # noqa: E402
+from models.model import RationaleModel  # noqa: E402
+from rationale_cli.batching import make_batch  # noqa: E402
+from rationale_cli.datasets import load  # noqa: E402
+from rationale_cli.task import Regression  # noqa: E402
+from rationale_cli.training import training_loss  # noqa: E402
+from rationale_cli.vocab import Vocab  # noqa: E402
+
+BASELINES = {"none": {"baseline": "none"}, "ema": {"baseline": "ema"}, "loo": {"baseline": "loo"}}
+
+
+def gradient_draws(model: RationaleModel, batch, draws: int) -> torch.Tensor:
+    params = [p for p in model.selector.parameters()] + [p for p in model.selector_encoder.parameters()]
+    rows = []
+    for _ in range(draws):
+        loss, _ = training_loss(model, Regression(), batch)
+        rows.append(torch.cat([g.flatten() for g in torch.autograd.grad(loss, params)]))
+    return torch.stack(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--draws", type=int, default=300)
+    parser.add_argument("--batch", type=int, default=50)
+    parser.add_argument("--samples", type=int, default=4, help="rationales per document (all baselines)")
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    records = load("demo", "train")[: args.batch]
+    vocab = Vocab.build(r.tokens for r in load("demo", "train"))
+    batch = make_batch(records, vocab, Regression())
+    command = " ".join(["python", "benchmarks/bernoulli_variance.py", *sys.argv[1:]])
+    results = {}
+    for name, options in BASELINES.items():
+        torch.manual_seed(0)  # the same initial weights for every baseline
+        model = RationaleModel(len(vocab), 50, 64, 1, encoder="rcnn", extractor="bernoulli", dropout=0.0,
+                               extractor_options={**options, "samples": args.samples})
+        model.train()
+        if name == "ema":
+            gradient_draws(model, batch, 50)  # warm the moving average
+        grads = gradient_draws(model, batch, args.draws)
+        results[name] = (grads.var(0).sum().item(), grads.mean(0))
+    base_var, base_mean = results["none"]
+    print(f"demo batch of {args.batch}, {args.samples} samples per document, {args.draws} draws")
+    for name, (variance, mean) in results.items():
+        cosine = torch.nn.functional.cosine_similarity(mean, base_mean, dim=0).item()
+        print(f"{name:5s} total variance {variance:10.4g}   x none {variance / base_var:6.3f}   cosine to none {cosine:5.3f}")
+        append_result({"benchmark": "bernoulli_variance", "baseline": name, "samples": args.samples,
+                       "batch": args.batch, "draws": args.draws, "total_variance": variance,
+                       "ratio_to_none": round(variance / base_var, 4), "mean_cosine_to_none": round(cosine, 4),
+                       "command": command, "commit": git_commit()})
+    write_report()
+
+
+if __name__ == "__main__":
+    main()
