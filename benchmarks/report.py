@@ -185,6 +185,18 @@ def write_report() -> None:
             out.append(f"| {r['variant']} | {r['device']} | {r['threads']} | {r['ms']:.1f} "
                        f"| {r['speedup_vs_straightforward']:.2f} | `{r['command']}` ({r['commit']}) |")
         out.append("")
+    variance = [r for r in rows if r.get("benchmark") == "bernoulli_variance"]
+    if variance:
+        out += ["## REINFORCE gradient variance per baseline (Bernoulli selector)", "",
+                "The selector's gradient drawn repeatedly on one fixed batch of the demo corpus from the same",
+                "initial weights, every baseline in one run: total variance (sum over parameters), its ratio",
+                "to no baseline, and the cosine between mean gradients (all three are unbiased).", "",
+                "| baseline | samples / document | batch | draws | total variance | x none | cosine of means to none | command |",
+                "|---|---|---|---|---|---|---|---|"]
+        for r in variance:
+            out.append(f"| {r['baseline']} | {r['samples']} | {r['batch']} | {r['draws']} | {r['total_variance']:.4g} "
+                       f"| {r['ratio_to_none']:.3f} | {r['mean_cosine_to_none']:.3f} | `{r['command']}` ({r['commit']}) |")
+        out.append("")
     REPORT.write_text("\n".join(out))
 
 
