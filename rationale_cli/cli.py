@@ -88,6 +88,7 @@ def train(
     lagrangian: Optional[bool] = typer.Option(None, "--lagrangian/--fixed-penalty", help="bernoulli: hold the rate at --selection with a multiplier instead of a fixed sparsity cost [fixed]."),
     k: Optional[int] = typer.Option(None, "--k", help="simple, topk, corr-topk: rationale size in tokens [10]."),
     top_masks: Optional[int] = typer.Option(None, help="topk-sparsemax: how many of the best masks sparsemax chooses among [10]."),
+    pairwise: Optional[bool] = typer.Option(None, "--pairwise/--no-pairwise", help="sparsemap: a learned coherence score for adjacent selected tokens [off]."),
     tau: Optional[float] = typer.Option(None, help="topk, corr-topk: temperature of the relaxation [1.0]."),
     straight_through: Optional[bool] = typer.Option(None, "--straight-through/--relaxed", help="topk, corr-topk: hard sample forward, relaxed gradient [relaxed]."),
     kl_weight: Optional[float] = typer.Option(None, help="simple: weight of KL(p(z | k) || uniform) in the loss [0]."),

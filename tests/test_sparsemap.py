@@ -97,3 +97,54 @@ def test_sparsemap_on_the_demo_corpus_is_precise(tmp_path):
                          "--epochs", "2")
     assert test["precision"] > 0.85, test
     assert abs(test["selection_rate"] - 0.2) <= 0.02, test
+
+
+def sparsemap_by_enumeration(t, w, budget):
+    """min over xi in the simplex over all masks of 1/2 ||A xi - (t, w)||^2, a_z = (z, pair indicators),
+    by the generic QP."""
+    import itertools
+
+    n = len(t)
+    masks = np.array([bits for bits in itertools.product([0, 1], repeat=n) if sum(bits) <= budget], float).T
+    vectors = np.concatenate([masks, masks[:-1] * masks[1:]])
+    target = np.concatenate([t, w])
+    s = masks.shape[1]
+    xi = solve_qp(vectors.T @ vectors + 1e-9 * np.eye(s), -vectors.T @ target, -np.eye(s), np.zeros(s),
+                  np.ones((1, s)), np.ones(1))
+    return vectors @ xi, 0.5 * np.sum((vectors @ xi - target) ** 2)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_coherence_factor_matches_the_problem_over_all_masks(seed):
+    from models.distributions.sparsemap import chain_budget_oracle, pair_indicators
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 8))
+    t, w = rng.normal(size=n), rng.normal(size=n - 1) * 1.5
+    budget = int(rng.integers(1, n + 1))
+    # the oracle against brute force
+    best = max((np.array(bits, float) for bits in np.ndindex(*([2] * n)) if sum(bits) <= budget),
+               key=lambda z: z @ t + (z[:-1] * z[1:]) @ w)
+    z = chain_budget_oracle(t, w, budget)
+    assert z @ t + pair_indicators(z[:, None])[:, 0] @ w == pytest.approx(best @ t + (best[:-1] * best[1:]) @ w)
+    active, xi = solve_sparsemap(t, budget, w)
+    expected_mu, expected_objective = sparsemap_by_enumeration(t, w, budget)
+    vectors = np.concatenate([active, pair_indicators(active)])
+    assert 0.5 * np.sum((vectors @ xi - np.concatenate([t, w])) ** 2) == pytest.approx(expected_objective, abs=1e-6)
+    np.testing.assert_allclose(vectors @ xi, expected_mu, atol=1e-5)
+
+
+def test_gradcheck_with_the_coherence_factor():
+    torch.manual_seed(3)
+    scores = (torch.randn(2, 6, dtype=torch.float64) * 0.5 + 0.3).requires_grad_(True)
+    pair = (torch.randn(2, 5, dtype=torch.float64) * 0.5).requires_grad_(True)
+    mask = torch.ones(2, 6, dtype=torch.float64)
+    mask[1, 5] = 0
+    budgets = torch.tensor([3, 2])
+    costs = torch.randn(2, 6, dtype=torch.float64)
+
+    def expected_cost(t, w):
+        weights, masks = sparsemap(t, mask, budgets, w)
+        return (weights * (masks * costs.unsqueeze(1)).sum(-1)).sum(-1)
+
+    assert torch.autograd.gradcheck(expected_cost, (scores, pair), atol=1e-6)

@@ -11,6 +11,12 @@ budget polytope ``{0 <= mu <= 1, sum mu <= B}``, and xi has at most n + 1 masks.
   step and drop a mask when that solution is infeasible (eqs. 14-15), otherwise
   add the mask the MAP oracle finds most violated (eq. 16) until none is.
 - MAP oracle for the budget (appendix C): the top-B positive scores, O(n log n).
+- Optional coherence factor: pair scores ``w_i`` reward adjacent selected tokens,
+  ``s(z) = <t, z> + sum_i w_i z_i z_{i+1}``. Each mask's vector then holds its pair
+  indicators too, ``a_z = (z, z_i z_{i+1})``, against ``(t, w)`` (SparseMAP over the
+  chain's factor graph, with the quadratic term on both kinds of marginals, which
+  keeps the problem strictly convex in them); the oracle becomes a max-plus program
+  over (count, last bit) with at most B ones.
 - Backward pass: implicit differentiation of eq. 13,
   ``d L / d t = [A 0] K^{-1} [g; 0]`` for ``g = d L / d xi`` on the support
   (eq. 17 written with the KKT matrix K, which stays invertible when the empty mask
@@ -32,6 +38,35 @@ def budget_oracle(scores: np.ndarray, budget: int) -> np.ndarray:
     return z
 
 
+def chain_budget_oracle(scores: np.ndarray, pair: np.ndarray, budget: int) -> np.ndarray:
+    """``argmax_{|z| <= B} <z, scores> + sum_i pair_i z_i z_{i+1}`` by max-plus over
+    (count, bit of the last token), with back-pointers."""
+    n = len(scores)
+    best = np.full((budget + 1, 2), -np.inf)
+    best[0, 0] = 0.0
+    came_from = np.zeros((n, budget + 1, 2), dtype=np.int64)  # previous bit
+    for i in range(n):
+        new = np.full_like(best, -np.inf)
+        came_from[i, :, 0] = np.argmax(best, 1)
+        new[:, 0] = best.max(1)
+        link = pair[i - 1] if i > 0 else 0.0
+        on = np.stack([best[:-1, 0], best[:-1, 1] + link], 1)
+        came_from[i, 1:, 1] = np.argmax(on, 1)
+        new[1:, 1] = on.max(1) + scores[i]
+        best = new
+    count, bit = np.unravel_index(np.argmax(best), best.shape)
+    z = np.zeros(n)
+    for i in range(n - 1, -1, -1):
+        z[i] = bit
+        bit, count = came_from[i, count, bit], count - bit
+    return z
+
+
+def pair_indicators(columns: np.ndarray) -> np.ndarray:
+    """``z_i z_{i+1}`` of each mask (columns ``[n, s]``) ``[n - 1, s]``."""
+    return columns[:-1] * columns[1:]
+
+
 def kkt_matrix(active: np.ndarray) -> np.ndarray:
     """``[[A'A, 1], [1', 0]]`` for the support's masks as columns of ``active [n, s]``."""
     s = active.shape[1]
@@ -41,9 +76,21 @@ def kkt_matrix(active: np.ndarray) -> np.ndarray:
     return kkt
 
 
-def solve_sparsemap(t: np.ndarray, budget: int, max_iter: int = 500, tol: float = 1e-10):
-    """Masks ``[n, s]`` (columns) and weights ``[s]`` of a SparseMAP solution."""
-    columns = [budget_oracle(t, budget)]
+def solve_sparsemap(t: np.ndarray, budget: int, pair: np.ndarray | None = None, max_iter: int = 500,
+                    tol: float = 1e-10):
+    """Masks ``[n, s]`` (columns) and weights ``[s]`` of a SparseMAP solution; ``pair [n-1]``
+    are the coherence scores, if any."""
+    n = len(t)
+    if pair is not None:  # a_z = (z, pair indicators) against (t, w)
+        t = np.concatenate([t, pair])
+
+    def oracle(residual: np.ndarray) -> np.ndarray:
+        if pair is None:
+            return budget_oracle(residual, budget)
+        z = chain_budget_oracle(residual[:n], residual[n:], budget)
+        return np.concatenate([z, z[:-1] * z[1:]])
+
+    columns = [oracle(t)]
     xi = np.ones(1)
     for _ in range(max_iter):
         active = np.stack(columns, 1)
@@ -60,23 +107,26 @@ def solve_sparsemap(t: np.ndarray, budget: int, max_iter: int = 500, tol: float 
             continue
         xi = np.clip(target, 0.0, None)
         residual = t - active @ xi
-        z = budget_oracle(residual, budget)
+        z = oracle(residual)
         if tau - z @ residual >= -tol or any(np.array_equal(z, c) for c in columns):
             break
         columns.append(z)
         xi = np.append(xi, 0.0)
-    return np.stack(columns, 1), xi / xi.sum()
+    return np.stack(columns, 1)[:n], xi / xi.sum()
 
 
 class SparseMAPWeights(torch.autograd.Function):
     """Weights ``[B, S]`` of each document's support masks ``[B, S, T]`` (zero weight
-    and empty masks past a document's support) from scores ``t [B, T]``."""
+    and empty masks past a document's support) from scores ``t [B, T]`` and, for the
+    coherence factor, pair scores ``w [B, T-1]`` (``w_i`` for tokens i, i+1)."""
 
     @staticmethod
-    def forward(ctx, scores: Tensor, mask: Tensor, budgets: Tensor):
+    def forward(ctx, scores: Tensor, pair: Tensor | None, mask: Tensor, budgets: Tensor):
         supports = []
-        for row, (t, keep, budget) in enumerate(zip(scores.detach().double().cpu(), mask.cpu() > 0, budgets.tolist())):
-            active, xi = solve_sparsemap(t[keep].numpy(), int(budget))
+        pairs = [None] * len(scores) if pair is None else pair.detach().double().cpu()
+        for t, w, keep, budget in zip(scores.detach().double().cpu(), pairs, mask.cpu() > 0, budgets.tolist()):
+            n = int(keep.sum())
+            active, xi = solve_sparsemap(t[keep].numpy(), int(budget), None if w is None else w[: n - 1].numpy())
             supports.append((keep, active, xi))
         size = max(len(xi) for _, _, xi in supports)
         masks = scores.new_zeros(scores.shape[0], size, scores.shape[1])
@@ -87,7 +137,7 @@ class SparseMAPWeights(torch.autograd.Function):
             weights[row, : len(xi)] = torch.as_tensor(xi, dtype=scores.dtype, device=scores.device)
         ctx.mark_non_differentiable(masks)
         ctx.save_for_backward(masks)
-        ctx.sizes = [len(xi) for _, _, xi in supports]
+        ctx.sizes, ctx.pairwise = [len(xi) for _, _, xi in supports], pair is not None
         return weights, masks
 
     @staticmethod
@@ -95,14 +145,20 @@ class SparseMAPWeights(torch.autograd.Function):
     def backward(ctx, grad_weights: Tensor, _grad_masks: Tensor):
         (masks,) = ctx.saved_tensors
         grad = torch.zeros(masks.shape[0], masks.shape[2], dtype=torch.float64)
+        grad_pair = torch.zeros(masks.shape[0], masks.shape[2] - 1, dtype=torch.float64)
         for row, support in enumerate(ctx.sizes):
             active = masks[row, :support].double().cpu().numpy().T  # [T, s]
+            pairs = pair_indicators(active)
+            vectors = np.concatenate([active, pairs]) if ctx.pairwise else active
             g = grad_weights[row, :support].double().cpu().numpy()
-            x = np.linalg.solve(kkt_matrix(active), np.concatenate([g, [0.0]]))[:-1]
+            x = np.linalg.solve(kkt_matrix(vectors), np.concatenate([g, [0.0]]))[:-1]
             grad[row] = torch.from_numpy(active @ x)
-        return grad.to(device=masks.device, dtype=grad_weights.dtype), None, None
+            grad_pair[row] = torch.from_numpy(pairs @ x)
+        like = dict(device=masks.device, dtype=grad_weights.dtype)
+        return grad.to(**like), grad_pair.to(**like) if ctx.pairwise else None, None, None
 
 
-def sparsemap(scores: Tensor, mask: Tensor, budgets: Tensor) -> tuple[Tensor, Tensor]:
-    """``(weights [B, S], masks [B, S, T])``: SparseMAP with at most ``budgets [B]`` ones per mask."""
-    return SparseMAPWeights.apply(scores, mask, budgets)
+def sparsemap(scores: Tensor, mask: Tensor, budgets: Tensor, pair: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """``(weights [B, S], masks [B, S, T])``: SparseMAP with at most ``budgets [B]`` ones per
+    mask, and the coherence factor when pair scores ``[B, T-1]`` are given."""
+    return SparseMAPWeights.apply(scores, pair, mask, budgets)

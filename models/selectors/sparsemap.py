@@ -2,7 +2,9 @@
 budget (Correia et al., 2020, section 4.2; the distribution is in
 :mod:`models.distributions.sparsemap`).
 
-Token scores ``t_i`` come from a linear layer over the selector encoder's states.
+Token scores ``t_i`` come from a linear layer over the selector encoder's states;
+with ``pairwise``, a coherence factor adds a learned score ``w_i`` (a linear layer
+over ``[h_i; h_{i+1}]``) for each pair of adjacent selected tokens.
 Each document's budget is ``B = round(selection * length)`` (at least 1). SparseMAP
 returns a handful of masks with at most B tokens and their weights; the trainer
 evaluates the predictor on each mask and sums the losses weighted by xi: no
@@ -21,16 +23,23 @@ from models.selection import Selection, Selector
 
 
 class SparseMAPSelector(Selector):
-    def __init__(self, input_size: int, selection: float = 0.13):
+    def __init__(self, input_size: int, selection: float = 0.13, pairwise: bool = False):
         super().__init__()
         if not 0.0 < selection <= 1.0:
             raise ValueError(f"selection must be in (0, 1], got {selection}")
         self.selection = selection
         self.score = nn.Linear(input_size, 1)
+        self.pair = nn.Linear(2 * input_size, 1) if pairwise else None
+        if self.pair is not None:  # start without coherence scores
+            nn.init.zeros_(self.pair.weight)
+            nn.init.zeros_(self.pair.bias)
 
     def solve(self, states: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
         budgets = torch.clamp(torch.floor(mask.sum(-1) * self.selection + 0.5), min=1.0).long()
-        return sparsemap(self.score(states).squeeze(-1), mask, budgets)
+        pair = None
+        if self.pair is not None:
+            pair = self.pair(torch.cat([states[:, :-1], states[:, 1:]], -1)).squeeze(-1)
+        return sparsemap(self.score(states).squeeze(-1), mask, budgets, pair)
 
     def forward(self, states: Tensor, mask: Tensor) -> Selection:
         weights, masks = self.solve(states, mask)
