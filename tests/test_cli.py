@@ -193,7 +193,6 @@ def test_python_dash_m_entry_point():
     ("sparse-attention", ["--attention", "fusedmax", "--lambda", "0.2"]),
     ("sparse-attention", ["--attention", "oscarmax"]),
     ("sparsemap", ["--selection", "0.3"]),
-    ("sparsemap", ["--selection", "0.3", "--pairwise"]),
     ("topk-sparsemax", ["--selection", "0.3", "--top-masks", "4"]),
 ])
 def test_every_extractor_trains_and_evaluates(tmp_path, extractor, extra):

@@ -82,5 +82,5 @@ def test_a_large_lambda_fuses_fusedmax_into_one_contiguous_segment():
 
 def test_fusedmax_on_the_demo_corpus_is_precise(tmp_path):
     test = train_on_demo(tmp_path, "--extractor", "sparse-attention", "--attention", "fusedmax",
-                         "--encoder", "rcnn", "--epochs", "6")
+                         "--encoder", "rcnn", "--epochs", "5")
     assert test["precision"] > 0.85, test

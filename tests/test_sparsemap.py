@@ -148,3 +148,15 @@ def test_gradcheck_with_the_coherence_factor():
         return (weights * (masks * costs.unsqueeze(1)).sum(-1)).sum(-1)
 
     assert torch.autograd.gradcheck(expected_cost, (scores, pair), atol=1e-6)
+
+
+def test_pairwise_option_reaches_the_selector_and_starts_without_coherence():
+    from models.model import RationaleModel
+    from rationale_cli.config import TrainConfig
+
+    options = TrainConfig(extractor="sparsemap", pairwise=True).extractor_options()
+    model = RationaleModel(30, 6, 5, 1, encoder="cnn", extractor="sparsemap", extractor_options=options)
+    assert model.selector.pair is not None
+    assert torch.all(model.selector.pair.weight == 0) and torch.all(model.selector.pair.bias == 0)
+    plain = RationaleModel(30, 6, 5, 1, encoder="cnn", extractor="sparsemap")
+    assert plain.selector.pair is None
