@@ -108,3 +108,17 @@ def test_decode_is_deterministic_and_padding_invariant(dependent):
 def test_leave_one_out_needs_several_samples():
     with pytest.raises(ValueError, match="samples"):
         BernoulliSelector(4, baseline="loo", samples=1)
+
+
+def test_lagrangian_rate_on_the_demo_corpus_is_precise_near_the_gold_share(tmp_path):
+    """Precision above 85% at a selection rate within 5 points of the gold share."""
+    from helpers import train_on_demo
+
+    from rationale_cli.datasets import load
+
+    gold = [m for record in load("demo", "test") for m in record.gold_mask()]
+    share = sum(gold) / len(gold)
+    test = train_on_demo(tmp_path, "--extractor", "bernoulli", "--lagrangian", "--selection", f"{share:.3f}",
+                         "--baseline", "loo", "--samples", "4", "--encoder", "rcnn", "--epochs", "12")
+    assert test["precision"] > 0.85, test
+    assert abs(test["selection_rate"] - share) <= 0.05, (test, share)
