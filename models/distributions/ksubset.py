@@ -4,18 +4,20 @@ Independent Bernoulli logits theta condition on exactly k selections:
 ``p(z | sum z = k) = prod_i p_i^z_i (1 - p_i)^(1 - z_i) / P(sum z = k)``.
 
 - ``log_partition`` = log P(sum z = k), from the polynomial ``prod_i (1 + e^{theta_i} x)``
-  of Algorithm 1 in log space, computed by the log-depth divide and conquer of
-  :mod:`models.distributions.subset_tree` (ceil(log2 T) vectorized steps, batched,
-  each row with its own length and k). Working in the natural parameters theta
-  makes every derivative, the second order included, exact. Padding is never
-  selectable; a document shorter than k selects all of its tokens.
+  of Algorithm 1 in log space, batched, each row with its own length and k, by one
+  of two exact programs (``method``): on a CPU the sequential forward-backward of
+  :mod:`models.distributions.chain_dp` with its explicit backward pass, elsewhere
+  the log-depth divide and conquer of :mod:`models.distributions.subset_tree`
+  (ceil(log2 T) vectorized steps, derivatives by autograd). Working in the natural
+  parameters theta makes every derivative, the second order included, exact.
+  Padding is never selectable; a document shorter than k selects all of its tokens.
 - ``marginals`` = d A / d theta (Theorem 1), differentiable, where
   ``A(theta) = log sum_{|z| = k} exp(<theta, z>) = log P(sum z = k) - sum_i log(1 - p_i)``
   is the log-partition in the natural parameters (with logits, d log P(k) / d theta
   is mu - p, not mu); its Hessian, the marginals' Jacobian, is Cov(z | k).
-- ``sample`` walks the segment tree back down (Algorithm 6): each segment's count is
-  split between its halves in proportion to ``L_j R_{m-j}``; exact samples in
-  log2 T vectorized steps.
+- ``sample``: on a CPU the forward table walked backwards (Algorithm 2), in the same
+  pass as the marginals; elsewhere the segment tree walked back down (Algorithm 6):
+  each segment's count is split between its halves in proportion to ``L_j R_{m-j}``.
 - ``entropy`` in closed form from the marginals, ``H = A - <mu, theta>``, since
   ``log p(z | k) = <theta, z> - A``; it equals Algorithm 4's recursion (checked
   against enumeration), and
