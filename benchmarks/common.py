@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import shlex
 import statistics
@@ -54,3 +55,22 @@ def timed(fn: Callable[[], object], repeats: int, device: torch.device | str = "
         sync()
         runs.append(time.perf_counter() - start)
     return statistics.median(runs) * 1000
+
+
+def timing_parser(doc: str, batch: int, length: int) -> argparse.ArgumentParser:
+    """The options every timing script takes: sizes, repeats, threads and device."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--batch", type=int, default=batch)
+    parser.add_argument("--length", type=int, default=length)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    return parser
+
+
+def timing_setup(args: argparse.Namespace) -> tuple[torch.device, str]:
+    """Threads and seed set; the device and its name for the results (the GPU model on CUDA)."""
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    device = torch.device(args.device)
+    return device, torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"

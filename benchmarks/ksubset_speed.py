@@ -11,7 +11,6 @@ side by side in one run.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -20,7 +19,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import reference_ksubset  # noqa: E402
-from common import append_result, git_commit, timed  # noqa: E402
+from common import append_result, git_commit, timed, timing_parser, timing_setup  # noqa: E402
 from report import write_report  # noqa: E402
 from models.distributions.ksubset import KSubset, simple_estimator  # noqa: E402
 
@@ -42,24 +41,16 @@ def straightforward(logits, mask, k, g):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--batch", type=int, default=100)
-    parser.add_argument("--length", type=int, default=350)
+    parser = timing_parser(__doc__, batch=100, length=350)
     parser.add_argument("--k", type=int, default=10)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
-    parser.add_argument("--device", default="cpu", help="cpu or cuda")
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
-    device = torch.device(args.device)
+    device, device_name = timing_setup(args)
     logits = torch.randn(args.batch, args.length, device=device) * 2
     mask = torch.ones(args.batch, args.length, device=device)
     k = torch.full((args.batch,), args.k, device=device, dtype=torch.long)
     g = torch.randn(args.batch, args.length, device=device)
     command = " ".join(["python", "benchmarks/ksubset_speed.py", *sys.argv[1:]])
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    print(f"B={args.batch} n={args.length} k={args.k} device={name} threads={args.threads} torch={torch.__version__}")
+    print(f"B={args.batch} n={args.length} k={args.k} device={device_name} threads={args.threads} torch={torch.__version__}")
     variants = {"sequential": library("sequential"), "tree": library("tree"), "straightforward": straightforward}
     results = {key: timed(lambda fn=fn: fn(logits, mask, k, g), args.repeats, device) for key, fn in variants.items()}
     base = results["straightforward"]
@@ -67,7 +58,7 @@ def main() -> None:
         print(f"{key:16s} {ms:8.1f} ms   {base / ms:5.2f}x faster than straightforward")
         append_result({"benchmark": "ksubset_speed", "variant": key, "batch": args.batch, "length": args.length,
                        "k": args.k, "threads": args.threads, "ms": round(ms, 2),
-                       "speedup_vs_straightforward": round(base / ms, 2), "device": name, "command": command,
+                       "speedup_vs_straightforward": round(base / ms, 2), "device": device_name, "command": command,
                        "commit": git_commit()})
     write_report()
 

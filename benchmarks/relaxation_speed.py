@@ -9,7 +9,6 @@ as the paper's code does), measured side by side in one run.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import append_result, git_commit, timed  # noqa: E402
+from common import append_result, git_commit, timed, timing_parser, timing_setup  # noqa: E402
 from report import write_report  # noqa: E402
 from models.distributions.chain_ksubset import ChainKSubset  # noqa: E402
 from models.distributions.ksubset import KSubset  # noqa: E402
@@ -45,23 +44,15 @@ def finite_difference(name, unary, pairwise, mask, k, g, eps=1e-3):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--batch", type=int, default=100)
-    parser.add_argument("--length", type=int, default=350)
+    parser = timing_parser(__doc__, batch=100, length=350)
     parser.add_argument("--k", type=int, default=10)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
-    parser.add_argument("--device", default="cpu", help="cpu or cuda")
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
-    device = torch.device(args.device)
+    device, device_name = timing_setup(args)
     unary = torch.randn(args.batch, args.length, device=device)
     pairwise = torch.randn(args.batch, args.length - 1, device=device)
     mask = torch.ones(args.batch, args.length, device=device)
     g = torch.randn(args.batch, args.length, device=device)
     command = " ".join(["python", "benchmarks/relaxation_speed.py", *sys.argv[1:]])
-    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     print(f"B={args.batch} n={args.length} k={args.k} device={device_name} threads={args.threads} torch={torch.__version__}")
     results = {}
     for name in ("topk", "corr-topk"):

@@ -121,6 +121,20 @@ def beer_table(rows: list[dict]) -> list[str]:
     return lines
 
 
+def timing_section(rows: list[dict], benchmark: str, title: str, intro: list[str], columns: list[str],
+                   cells) -> list[str]:
+    """A section of one benchmark's rows: a title, an introduction and a table whose last column
+    is the command with its commit (nothing when the benchmark has no rows)."""
+    chosen = [r for r in rows if r.get("benchmark") == benchmark]
+    if not chosen:
+        return []
+    lines = [f"## {title}", "", *intro, "", "| " + " | ".join([*columns, "command"]) + " |",
+             "|" + "---|" * (len(columns) + 1)]
+    for r in chosen:
+        lines.append("| " + " | ".join(str(c) for c in cells(r)) + f" | `{r['command']}` ({r['commit']}) |")
+    return [*lines, ""]
+
+
 def write_report() -> None:
     rows = load()
     beer = [r for r in rows if r.get("benchmark") == "beer"]
@@ -145,58 +159,41 @@ def write_report() -> None:
                 out.append(f"- `{row['script']}` (commit {row['commit']})")
         out.append("")
         out += ["Each run's exact `rationale` commands are in `results.jsonl` (`command`).", ""]
-    steps = [r for r in rows if r.get("benchmark") == "step_cost"]
-    if steps:
-        out += ["## Cost of one training step", "",
-                "Forward, backward and Adam update on one batch, median of repeats, every variant measured",
-                "side by side in one run (ratio to the full-text model of the same run).", "",
-                "| variant | encoder | B x T | device | threads | ms / step | x full | command |",
-                "|---|---|---|---|---|---|---|---|"]
-        for r in steps:
-            ratio = f"{r['ratio_to_full']:.2f}" if r.get("ratio_to_full") else "-"
-            out.append(f"| {r['variant']} | {r['encoder']} | {r['batch']} x {r['length']} | {r['device']} | {r['threads']} "
-                       f"| {r['ms']:.0f} | {ratio} | `{r['command']}` ({r['commit']}) |")
-        out.append("")
-    relax = [r for r in rows if r.get("benchmark") == "relaxation_speed"]
-    if relax:
-        out += ["## Top-k relaxations: forward + backward", "",
-                "One forward and backward pass of the relaxed k-subset (marginals) with the exact backward",
-                "pass, against a finite-difference backward (two extra forwards), side by side in one run.",
-                "Rows before commit 68464f7 measured autograd through the unrolled dynamic program; later",
-                "ones the sequential program with its explicit backward (CPU) or the log-depth tree (GPU).",
-                "For reference, the paper authors' public numpy top-k relaxation was measured here at",
-                "34 ms forward and 66 ms for its finite-difference backward at this size (2 cores).", "",
-                "| relaxation | backward | B x n, k | device | threads | ms | x topk exact | command |",
-                "|---|---|---|---|---|---|---|---|"]
-        for r in relax:
-            out.append(f"| {r['variant']} | {r['method']} | {r['batch']} x {r['length']}, {r['k']} | {r['device']} "
-                       f"| {r['threads']} | {r['ms']:.1f} | {r['ratio_to_topk_exact']:.2f} | `{r['command']}` ({r['commit']}) |")
-        out.append("")
-    subset = [r for r in rows if r.get("benchmark") == "ksubset_speed"]
-    if subset:
-        out += ["## SIMPLE's path: k-subset DP, marginals, one exact sample, estimator backward", "",
-                "Batch 100, n = 350, k = 10: the library's sequential program (explicit forward-backward and",
-                "Cov(z) g pass; the default on a CPU), its log-depth tree (the default on a GPU), and the",
-                "straightforward vectorized DP with autograd through the unrolled loop",
-                "(`benchmarks/reference_ksubset.py`), side by side in one run. For reference, the public",
-                "SIMPLE code was measured here at 457 ms for forward + marginals + backward (2 cores).", "",
-                "| program | device | threads | ms | x faster than straightforward | command |", "|---|---|---|---|---|---|"]
-        for r in subset:
-            out.append(f"| {r['variant']} | {r['device']} | {r['threads']} | {r['ms']:.1f} "
-                       f"| {r['speedup_vs_straightforward']:.2f} | `{r['command']}` ({r['commit']}) |")
-        out.append("")
-    variance = [r for r in rows if r.get("benchmark") == "bernoulli_variance"]
-    if variance:
-        out += ["## REINFORCE gradient variance per baseline (Bernoulli selector)", "",
-                "The selector's gradient drawn repeatedly on one fixed batch of the demo corpus from the same",
-                "initial weights, every baseline in one run: total variance (sum over parameters), its ratio",
-                "to no baseline, and the cosine between mean gradients (all three are unbiased).", "",
-                "| baseline | samples / document | batch | draws | total variance | x none | cosine of means to none | command |",
-                "|---|---|---|---|---|---|---|---|"]
-        for r in variance:
-            out.append(f"| {r['baseline']} | {r['samples']} | {r['batch']} | {r['draws']} | {r['total_variance']:.4g} "
-                       f"| {r['ratio_to_none']:.3f} | {r['mean_cosine_to_none']:.3f} | `{r['command']}` ({r['commit']}) |")
-        out.append("")
+    out += timing_section(
+        rows, "step_cost", "Cost of one training step",
+        ["Forward, backward and Adam update on one batch, median of repeats, every variant measured",
+         "side by side in one run (ratio to the full-text model of the same run)."],
+        ["variant", "encoder", "B x T", "device", "threads", "ms / step", "x full"],
+        lambda r: [r["variant"], r["encoder"], f"{r['batch']} x {r['length']}", r["device"], r["threads"],
+                   f"{r['ms']:.0f}", f"{r['ratio_to_full']:.2f}" if r.get("ratio_to_full") else "-"])
+    out += timing_section(
+        rows, "relaxation_speed", "Top-k relaxations: forward + backward",
+        ["One forward and backward pass of the relaxed k-subset (marginals) with the exact backward",
+         "pass, against a finite-difference backward (two extra forwards), side by side in one run.",
+         "Rows before commit 68464f7 measured autograd through the unrolled dynamic program; later",
+         "ones the sequential program with its explicit backward (CPU) or the log-depth tree (GPU).",
+         "For reference, the paper authors' public numpy top-k relaxation was measured here at",
+         "34 ms forward and 66 ms for its finite-difference backward at this size (2 cores)."],
+        ["relaxation", "backward", "B x n, k", "device", "threads", "ms", "x topk exact"],
+        lambda r: [r["variant"], r["method"], f"{r['batch']} x {r['length']}, {r['k']}", r["device"], r["threads"],
+                   f"{r['ms']:.1f}", f"{r['ratio_to_topk_exact']:.2f}"])
+    out += timing_section(
+        rows, "ksubset_speed", "SIMPLE's path: k-subset DP, marginals, one exact sample, estimator backward",
+        ["Batch 100, n = 350, k = 10: the library's sequential program (explicit forward-backward and",
+         "Cov(z) g pass; the default on a CPU), its log-depth tree (the default on a GPU), and the",
+         "straightforward vectorized DP with autograd through the unrolled loop",
+         "(`benchmarks/reference_ksubset.py`), side by side in one run. For reference, the public",
+         "SIMPLE code was measured here at 457 ms for forward + marginals + backward (2 cores)."],
+        ["program", "device", "threads", "ms", "x faster than straightforward"],
+        lambda r: [r["variant"], r["device"], r["threads"], f"{r['ms']:.1f}", f"{r['speedup_vs_straightforward']:.2f}"])
+    out += timing_section(
+        rows, "bernoulli_variance", "REINFORCE gradient variance per baseline (Bernoulli selector)",
+        ["The selector's gradient drawn repeatedly on one fixed batch of the demo corpus from the same",
+         "initial weights, every baseline in one run: total variance (sum over parameters), its ratio",
+         "to no baseline, and the cosine between mean gradients (all three are unbiased)."],
+        ["baseline", "samples / document", "batch", "draws", "total variance", "x none", "cosine of means to none"],
+        lambda r: [r["baseline"], r["samples"], r["batch"], r["draws"], f"{r['total_variance']:.4g}",
+                   f"{r['ratio_to_none']:.3f}", f"{r['mean_cosine_to_none']:.3f}"])
     REPORT.write_text("\n".join(out))
 
 

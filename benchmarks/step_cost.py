@@ -11,7 +11,6 @@ appends them to benchmarks/results.jsonl and regenerates RESULTS.md.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -19,7 +18,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import append_result, git_commit, timed  # noqa: E402
+from common import append_result, git_commit, timed, timing_parser, timing_setup  # noqa: E402
 from report import write_report  # noqa: E402
 from models.model import RationaleModel  # noqa: E402
 from rationale_cli.batching import Batch  # noqa: E402
@@ -40,25 +39,18 @@ VARIANTS = {
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--batch", type=int, default=256)
-    parser.add_argument("--length", type=int, default=150)
+    parser = timing_parser(__doc__, batch=256, length=150)
     parser.add_argument("--embedding", type=int, default=50)
     parser.add_argument("--hidden", type=int, default=200)
     parser.add_argument("--encoder", default="rcnn")
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS))
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
-    parser.add_argument("--device", default="cpu", help="cpu or cuda")
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
+    device, device_name = timing_setup(args)
     vocab = 5000
     lengths = torch.randint(args.length // 2, args.length + 1, (args.batch,))
     lengths[0] = args.length
     mask = (torch.arange(args.length).unsqueeze(0) < lengths.unsqueeze(1)).float()
     ids = torch.randint(2, vocab, (args.batch, args.length)) * mask.long()
-    device = torch.device(args.device)
     batch = Batch([], ids.to(device), mask.to(device), torch.rand(args.batch, device=device))
     task = Regression()
     print(f"B={args.batch} T<={args.length} D={args.embedding} H={args.hidden} encoder={args.encoder} "
@@ -78,7 +70,7 @@ def main() -> None:
         append_result({"benchmark": "step_cost", "variant": name, "encoder": args.encoder, "batch": args.batch,
                        "length": args.length, "embedding": args.embedding, "hidden": args.hidden,
                        "threads": args.threads, "ms": round(ms, 1), "ratio_to_full": ratio and round(ratio, 3),
-                       "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu", "command": command, "commit": git_commit()})
+                       "device": device_name, "command": command, "commit": git_commit()})
     write_report()
 
 

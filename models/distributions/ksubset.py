@@ -66,15 +66,15 @@ class KSubset:
             return self.sequential(logits)[0]
         return root_value(self.levels(logits)[-1], self.k, log_sum)
 
-    def sequential(self, logits: Tensor | None = None, generator: torch.Generator | False | None = False):
+    def sequential(self, logits: Tensor | None = None, draws: Tensor | None = None):
         """``(A, marginals, sample)`` by the sequential program with its explicit backward
-        pass; the sample is drawn only when a generator (or None, the default one) is given."""
+        pass; the sample is drawn from uniform ``draws [B, T]`` when they are given."""
         logits = self.logits if logits is None else logits
-        draws = None
-        if generator is not False:
-            draws = torch.rand(logits.shape, generator=generator, device=logits.device, dtype=logits.dtype)
         masked = logits.masked_fill(self.mask <= 0, NEG)
         return chain_dp.ChainMarginals.apply(masked, None, self.k, self.max_k, draws)
+
+    def uniforms(self, generator: torch.Generator | None) -> Tensor:
+        return torch.rand(self.logits.shape, generator=generator, device=self.logits.device, dtype=self.logits.dtype)
 
     def log_partition(self) -> Tensor:
         """log P(sum z = k) per row [B]."""
@@ -95,7 +95,7 @@ class KSubset:
         probability ``exp(L_j + R_{m-j}) / exp(S_m)``; on a CPU the sequential walk of
         Algorithm 2."""
         if self.method == "sequential":
-            return self.sequential(generator=generator)[2] * self.mask
+            return self.sequential(draws=self.uniforms(generator))[2] * self.mask
         levels = self.levels()
         counts = self.k.unsqueeze(1)  # [B, segments]
         for table in reversed(levels[:-1]):
@@ -108,6 +108,13 @@ class KSubset:
             j = noisy.masked_fill(~fits, float("-inf")).argmax(-1)
             counts = torch.stack([j, counts - j], -1).flatten(1)
         return counts[:, : self.logits.shape[1]].to(self.logits.dtype) * self.mask
+
+    def marginals_and_sample(self, generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
+        """The marginals (differentiable) and an exact sample, from one pass on a CPU."""
+        if self.method == "sequential":
+            _, mu, z = self.sequential(draws=self.uniforms(generator))
+            return mu * self.mask, z * self.mask
+        return self.marginals(), self.sample(generator)
 
     def argmax(self) -> Tensor:
         """The k highest logits of each row (exactly k; ties go to the earlier position)."""
@@ -135,10 +142,6 @@ def simple_estimator(dist: KSubset, generator: torch.Generator | None = None) ->
     """SIMPLE (section 3, eq. 8): the forward value is an exact discrete sample z; the
     backward pass is the gradient through the exact marginals, ``J_mu^T g``.
     Returns (z with that gradient, the marginals)."""
-    if dist.method == "sequential":  # one pass gives both
-        _, mu, z = dist.sequential(generator=generator)
-        mu = mu * dist.mask
-    else:
-        mu, z = dist.marginals(), dist.sample(generator)
+    mu, z = dist.marginals_and_sample(generator)
     return z + (mu - mu.detach()), mu
 

@@ -74,7 +74,7 @@ from models.encoders.rcnn import RCNNEncoder  # noqa: E402
 
 ENCODERS = ("rcnn", "lstm", "cnn")
 
-__all__ = ["ENCODERS", "CNNEncoder", "Encoder", "LSTMEncoder", "RCNNEncoder", "build_encoder"]
+__all__ = ["ENCODERS", "CNNEncoder", "Encoder", "L2XEncoder", "LSTMEncoder", "RCNNEncoder", "build_encoder"]
 
 
 def build_encoder(

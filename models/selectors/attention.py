@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from models.selection import Selection, Selector
+from models.selection import Selection, Selector, share_budget
 
 
 def top_share(scores: Tensor, mask: Tensor, share: float) -> Tensor:
@@ -22,9 +22,7 @@ def top_share(scores: Tensor, mask: Tensor, share: float) -> Tensor:
 
     Ties are broken by position (earlier first) so decoding is deterministic.
     """
-    lengths = mask.sum(-1)
-    k = torch.clamp(torch.floor(lengths * share + 0.5), min=1.0)
-    k = torch.minimum(k, lengths)
+    k = share_budget(mask, share)
     masked = scores.masked_fill(mask <= 0, float("-inf"))
     order = torch.sort(masked, dim=-1, descending=True, stable=True).indices
     ranks = torch.empty_like(order)

@@ -19,44 +19,23 @@ import torch
 from torch import Tensor, nn
 
 from models.distributions.sparsemap import sparsemap
-from models.selection import Selection, Selector
+from models.selection import MaskSetSelector
 
 
-class SparseMAPSelector(Selector):
+class SparseMAPSelector(MaskSetSelector):
     def __init__(self, input_size: int, selection: float = 0.13, pairwise: bool = False):
-        super().__init__()
-        if not 0.0 < selection <= 1.0:
-            raise ValueError(f"selection must be in (0, 1], got {selection}")
-        self.selection = selection
-        self.score = nn.Linear(input_size, 1)
+        super().__init__(input_size, selection)
         self.pair = nn.Linear(2 * input_size, 1) if pairwise else None
         if self.pair is not None:  # start without coherence scores
             nn.init.zeros_(self.pair.weight)
             nn.init.zeros_(self.pair.bias)
 
     def solve(self, states: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
-        budgets = torch.clamp(torch.floor(mask.sum(-1) * self.selection + 0.5), min=1.0).long()
         pair = None
         if self.pair is not None:
             pair = self.pair(torch.cat([states[:, :-1], states[:, 1:]], -1)).squeeze(-1)
-        return sparsemap(self.score(states).squeeze(-1), mask, budgets, pair)
+        return sparsemap(self.score(states).squeeze(-1), mask, self.budgets(mask), pair)
 
-    def forward(self, states: Tensor, mask: Tensor) -> Selection:
-        weights, masks = self.solve(states, mask)
-        with torch.no_grad():
-            support = float((weights > 0).sum(-1).float().mean())
-            selected = float(((weights.unsqueeze(-1) * masks).sum((1, 2)) / mask.sum(-1).clamp_min(1.0)).mean())
-        return Selection(masks=masks, weights=weights, penalty=weights.new_zeros(()),
-                         stats={"support": support, "selected": selected})
-
-    def decode(self, states: Tensor, mask: Tensor) -> Tensor:
-        return self.decode_with_scores(states, mask)[0]
-
-    def token_scores(self, states: Tensor, mask: Tensor) -> Tensor:
-        return self.decode_with_scores(states, mask)[1]
-
-    def decode_with_scores(self, states: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
-        """The most probable mask and the marginals ``sum_z xi_z z``."""
-        weights, masks = self.solve(states, mask)
-        best = masks.gather(1, weights.argmax(-1)[:, None, None].expand(-1, 1, masks.shape[-1]))[:, 0]
-        return best * mask, (weights.unsqueeze(-1) * masks).sum(1) * mask
+    def support_stats(self, weights: Tensor, masks: Tensor, mask: Tensor) -> dict[str, float]:
+        selected = (weights.unsqueeze(-1) * masks).sum((1, 2)) / mask.sum(-1).clamp_min(1.0)
+        return {**super().support_stats(weights, masks, mask), "selected": float(selected.mean())}
