@@ -61,11 +61,11 @@ def summary_line(epoch: int, epochs: int, train_loss: float, valid: dict, stats:
         f"train loss {train_loss:.4f}",
         f"valid loss {valid['loss']:.4f}",
         f"valid {metric}",
-        f"selected {percent(valid['selection_rate'])}",
+        f"valid selected {percent(valid['selection_rate'])}",
     ]
     if valid.get("precision") is not None:
-        parts.append(f"precision {percent(valid['precision'])}")
-    parts += [f"{k} {v:.4g}" for k, v in stats.items()]
+        parts.append(f"valid precision {percent(valid['precision'])}")
+    parts += [f"train {k} {v:.4g}" for k, v in stats.items()]
     parts.append(f"{seconds:.0f}s")
     return " | ".join(parts)
 

@@ -69,17 +69,23 @@ def pair_indicators(columns: np.ndarray) -> np.ndarray:
 
 def kkt_matrix(active: np.ndarray) -> np.ndarray:
     """``[[A'A, 1], [1', 0]]`` for the support's masks as columns of ``active [n, s]``."""
-    s = active.shape[1]
-    kkt = np.zeros((s + 1, s + 1))
-    kkt[:s, :s] = active.T @ active
-    kkt[:s, s] = kkt[s, :s] = 1.0
+    return bordered(active.T @ active)
+
+
+def bordered(gram: np.ndarray) -> np.ndarray:
+    """The KKT matrix ``[[G, 1], [1', 0]]`` of eq. 13 around a Gram matrix ``G [s, s]``."""
+    s = len(gram)
+    kkt = np.ones((s + 1, s + 1))
+    kkt[:s, :s] = gram
+    kkt[s, s] = 0.0
     return kkt
 
 
 def solve_sparsemap(t: np.ndarray, budget: int, pair: np.ndarray | None = None, max_iter: int = 500,
                     tol: float = 1e-10):
     """Masks ``[n, s]`` (columns) and weights ``[s]`` of a SparseMAP solution; ``pair [n-1]``
-    are the coherence scores, if any."""
+    are the coherence scores, if any. The support's Gram matrix grows and shrinks with it
+    (one new row per added mask), so an iteration costs one small solve."""
     n = len(t)
     if pair is not None:  # a_z = (z, pair indicators) against (t, w)
         t = np.concatenate([t, pair])
@@ -90,29 +96,37 @@ def solve_sparsemap(t: np.ndarray, budget: int, pair: np.ndarray | None = None, 
         z = chain_budget_oracle(residual[:n], residual[n:], budget)
         return np.concatenate([z, z[:-1] * z[1:]])
 
-    columns = [oracle(t)]
+    first = oracle(t)
+    active = first[:, None]  # the support's masks as columns
+    seen = {first.tobytes()}
+    gram = np.array([[first @ first]])
     xi = np.ones(1)
     for _ in range(max_iter):
-        active = np.stack(columns, 1)
-        solution = np.linalg.solve(kkt_matrix(active), np.concatenate([active.T @ t, [1.0]]))
+        solution = np.linalg.solve(bordered(gram), np.concatenate([active.T @ t, [1.0]]))
         target, tau = solution[:-1], solution[-1]
         falling = target < xi - tol
         if (target < -tol).any():  # infeasible: step towards it until a weight hits zero, drop that mask
             ratios = np.where(falling, xi / np.where(falling, xi - target, 1.0), np.inf)
             drop = int(np.argmin(ratios))
-            xi = xi + ratios[drop] * (target - xi)
-            keep = np.arange(len(columns)) != drop
-            columns = [c for c, k in zip(columns, keep) if k]
-            xi = np.clip(xi[keep], 0.0, None)
+            xi = np.clip(np.delete(xi + ratios[drop] * (target - xi), drop), 0.0, None)
+            seen.discard(active[:, drop].tobytes())
+            active = np.delete(active, drop, 1)
+            gram = np.delete(np.delete(gram, drop, 0), drop, 1)
             continue
         xi = np.clip(target, 0.0, None)
         residual = t - active @ xi
         z = oracle(residual)
-        if tau - z @ residual >= -tol or any(np.array_equal(z, c) for c in columns):
+        if tau - z @ residual >= -tol or z.tobytes() in seen:
             break
-        columns.append(z)
+        seen.add(z.tobytes())
+        grown = np.empty((len(xi) + 1, len(xi) + 1))
+        grown[:-1, :-1] = gram
+        grown[:-1, -1] = grown[-1, :-1] = active.T @ z
+        grown[-1, -1] = z @ z
+        gram = grown
+        active = np.concatenate([active, z[:, None]], 1)
         xi = np.append(xi, 0.0)
-    return np.stack(columns, 1)[:n], xi / xi.sum()
+    return active[:n], xi / xi.sum()
 
 
 class SparseMAPWeights(torch.autograd.Function):
