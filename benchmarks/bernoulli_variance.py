@@ -3,11 +3,13 @@
 side in one run.
 
 For each baseline (none, an exponential moving average, leave-one-out over S
-samples) the selector's gradient of the training loss is drawn ``--draws`` times
+samples), with the sparsity and coherence costs sampled through the score function
+(Lei et al.) or differentiated exactly through their expectations, the selector's gradient of the training loss is drawn ``--draws`` times
 from the same model (same initial weights) and batch; printed: the total variance
 (sum over parameters of the per-coordinate variance), its ratio to ``none``, and
-the cosine between the mean gradient and ``none``'s (all are unbiased, so the
-means agree up to noise). The moving average is warmed up on the batch first.
+the cosine between the mean gradient and ``none``'s with sampled costs (all are
+unbiased, so the means agree up to noise). The moving average is warmed up on the
+batch first. ``--sparsity`` sets the cost per token (coherence twice that).
 
     python benchmarks/bernoulli_variance.py [--draws 300 --batch 50 --samples 4]
 """
@@ -31,7 +33,7 @@ from rationale_cli.task import Regression  # noqa: E402
 from rationale_cli.training import training_loss  # noqa: E402
 from rationale_cli.vocab import Vocab  # noqa: E402
 
-BASELINES = {"none": {"baseline": "none"}, "ema": {"baseline": "ema"}, "loo": {"baseline": "loo"}}
+BASELINES = ("none", "ema", "loo")
 
 
 def gradient_draws(model: RationaleModel, batch, draws: int) -> torch.Tensor:
@@ -48,6 +50,7 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=300)
     parser.add_argument("--batch", type=int, default=50)
     parser.add_argument("--samples", type=int, default=4, help="rationales per document (all baselines)")
+    parser.add_argument("--sparsity", type=float, default=0.0003, help="cost per selected token")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -56,21 +59,27 @@ def main() -> None:
     batch = make_batch(records, vocab, Regression())
     command = " ".join(["python", "benchmarks/bernoulli_variance.py", *sys.argv[1:]])
     results = {}
-    for name, options in BASELINES.items():
-        torch.manual_seed(0)  # the same initial weights for every baseline
-        model = RationaleModel(len(vocab), 50, 64, 1, encoder="rcnn", extractor="bernoulli", dropout=0.0,
-                               extractor_options={**options, "samples": args.samples})
-        model.train()
-        if name == "ema":
-            gradient_draws(model, batch, 50)  # warm the moving average
-        grads = gradient_draws(model, batch, args.draws)
-        results[name] = (grads.var(0).sum().item(), grads.mean(0))
-    base_var, base_mean = results["none"]
-    print(f"demo batch of {args.batch}, {args.samples} samples per document, {args.draws} draws")
-    for name, (variance, mean) in results.items():
+    for penalty in ("sampled", "exact"):
+        for name in BASELINES:
+            torch.manual_seed(0)  # the same initial weights for every variant
+            options = {"baseline": name, "samples": args.samples, "sparsity": args.sparsity,
+                       "exact_penalty": penalty == "exact"}
+            model = RationaleModel(len(vocab), 50, 64, 1, encoder="rcnn", extractor="bernoulli", dropout=0.0,
+                                   extractor_options=options)
+            model.train()
+            if name == "ema":
+                gradient_draws(model, batch, 50)  # warm the moving average
+            grads = gradient_draws(model, batch, args.draws)
+            results[name, penalty] = (grads.var(0).sum().item(), grads.mean(0))
+    base_var, base_mean = results["none", "sampled"]
+    print(f"demo batch of {args.batch}, {args.samples} samples per document, {args.draws} draws, "
+          f"sparsity {args.sparsity}")
+    for (name, penalty), (variance, mean) in results.items():
         cosine = torch.nn.functional.cosine_similarity(mean, base_mean, dim=0).item()
-        print(f"{name:5s} total variance {variance:10.4g}   x none {variance / base_var:6.3f}   cosine to none {cosine:5.3f}")
-        append_result({"benchmark": "bernoulli_variance", "baseline": name, "samples": args.samples,
+        print(f"{name:5s} {penalty:8s} total variance {variance:10.4g}   x none {variance / base_var:6.3f}   "
+              f"cosine to none {cosine:5.3f}")
+        append_result({"benchmark": "bernoulli_variance", "baseline": name, "penalty": penalty,
+                       "sparsity": args.sparsity, "samples": args.samples,
                        "batch": args.batch, "draws": args.draws, "total_variance": variance,
                        "ratio_to_none": round(variance / base_var, 4), "mean_cosine_to_none": round(cosine, 4),
                        "command": command, "commit": git_commit()})

@@ -189,10 +189,14 @@ def write_report() -> None:
     out += timing_section(
         rows, "bernoulli_variance", "REINFORCE gradient variance per baseline (Bernoulli selector)",
         ["The selector's gradient drawn repeatedly on one fixed batch of the demo corpus from the same",
-         "initial weights, every baseline in one run: total variance (sum over parameters), its ratio",
-         "to no baseline, and the cosine between mean gradients (all three are unbiased)."],
-        ["baseline", "samples / document", "batch", "draws", "total variance", "x none", "cosine of means to none"],
-        lambda r: [r["baseline"], r["samples"], r["batch"], r["draws"], f"{r['total_variance']:.4g}",
+         "initial weights, every variant in one run: total variance (sum over parameters), its ratio",
+         "to no baseline, and the cosine between mean gradients (all are unbiased). Penalties: the",
+         "sparsity and coherence costs sampled through the score function (Lei et al.) or their",
+         "expectations differentiated exactly."],
+        ["baseline", "penalties", "sparsity", "samples / document", "batch", "draws", "total variance", "x none",
+         "cosine of means to none"],
+        lambda r: [r["baseline"], r.get("penalty", "sampled"), r.get("sparsity", 0.0003), r["samples"], r["batch"],
+                   r["draws"], f"{r['total_variance']:.4g}",
                    f"{r['ratio_to_none']:.3f}", f"{r['mean_cosine_to_none']:.3f}"])
     REPORT.write_text("\n".join(out))
 

@@ -41,6 +41,7 @@ class TrainConfig:
     baseline: str = "ema"
     samples: int = 1
     lagrangian: bool = False
+    exact_penalty: bool = True
     k: int = 10
     top_masks: int = 10
     pairwise: bool = False
@@ -76,7 +77,7 @@ class TrainConfig:
         return {"selection": self.selection, "transitions": self.transitions, "dependent": self.dependent,
                 "lagrange_lr": self.lagrange_lr, "lagrange_rho": self.lagrange_rho, "sparsity": self.sparsity,
                 "coherence": self.coherence, "baseline": self.baseline, "samples": self.samples,
-                "lagrangian": self.lagrangian, "k": self.k, "top_masks": self.top_masks, "pairwise": self.pairwise, "kl_weight": self.kl_weight,
+                "lagrangian": self.lagrangian, "exact_penalty": self.exact_penalty, "k": self.k, "top_masks": self.top_masks, "pairwise": self.pairwise, "kl_weight": self.kl_weight,
                 "tau": self.tau, "straight_through": self.straight_through, "attention": self.attention,
                 "gamma": self.gamma, "lam": self.lam}
 

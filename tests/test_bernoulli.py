@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from models.selectors.bernoulli import BernoulliSelector, counts, log_prob
+from models.selectors.bernoulli import BernoulliSelector, counts, expected_counts, log_prob
 
 N = 6
 X = torch.linspace(-1.0, 1.0, N, dtype=torch.float64)
@@ -42,17 +42,19 @@ def exact_gradient(selector):
     return torch.autograd.grad(total, params)
 
 
+@pytest.mark.parametrize("exact_penalty", [True, False])
 @pytest.mark.parametrize("baseline", ["none", "ema", "loo"])
-def test_surrogate_gradient_matches_the_exact_gradient(baseline):
+def test_surrogate_gradient_matches_the_exact_gradient(baseline, exact_penalty):
+    """Sampled penalties (Lei et al.) or their exact expectations: the same expected gradient."""
     samples = 40_000
-    selector = make_selector(baseline, samples)
+    selector = make_selector(baseline, samples, exact_penalty=exact_penalty)
     states, mask = X.view(1, N, 1), torch.ones(1, N, dtype=torch.float64)
     torch.manual_seed(1)
     if baseline == "ema":  # one training step sets the moving average
         first = selector(states, mask)
         first.surrogate(task_cost(first.masks))
     selection = selector(states, mask)
-    surrogate = selection.surrogate(task_cost(selection.masks))
+    surrogate = selection.surrogate(task_cost(selection.masks)) + selection.penalty
     estimate = torch.autograd.grad(surrogate, list(selector.logit_layer.parameters()))
     exact = exact_gradient(selector)
     # per-sample score-function terms (without baseline: an upper bound on the
@@ -80,6 +82,18 @@ def test_baselines_reduce_variance_on_a_fixed_problem():
             grads.append(torch.autograd.grad(surrogate, [selector.logit_layer.weight])[0].item())
         spreads[baseline] = torch.tensor(grads).var().item()
     assert spreads["loo"] < spreads["none"]
+
+
+def test_expected_counts_match_enumeration_with_padding():
+    p = torch.tensor([0.2, 0.9, 0.5, 0.7, 0.3], dtype=torch.float64)
+    mask = torch.tensor([1.0, 1.0, 1.0, 1.0, 0.0], dtype=torch.float64)
+    want = torch.zeros(2, dtype=torch.float64)
+    for bits in itertools.product([0.0, 1.0], repeat=4):
+        z = torch.tensor([*bits, 0.0], dtype=torch.float64)
+        weight = torch.exp(log_prob(torch.logit(p), z, mask))
+        want += weight * torch.stack(counts(z, mask))
+    got = torch.stack(expected_counts(p, mask))
+    assert torch.allclose(got, want, atol=1e-12), (got, want)
 
 
 def test_padding_never_counts():

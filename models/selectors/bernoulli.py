@@ -17,8 +17,18 @@ training only; the first batch has none) and ``loo`` (leave-one-out over
 ``samples`` draws per document).
 
 Selection-rate control: the fixed penalties above, or with ``lagrangian`` a
-multiplier held at the target ``selection`` (same two-sided update as HardKuma's,
-applied to the sampled rate inside the cost). Test time: z_i = 1 where p_i >= 0.5.
+multiplier held at the target ``selection`` (same two-sided update as HardKuma's).
+Test time: z_i = 1 where p_i >= 0.5.
+
+With the independent selector and ``exact_penalty`` (the default), the penalties
+enter the loss through their expectations, ``E[sum z_i] = sum p_i`` and
+``E|z_i - z_{i-1}| = p_i + p_{i-1} - 2 p_i p_{i-1}``, differentiated exactly, and
+only the task loss goes through the score function: the same expected gradient
+(Rao-Blackwellization) without the penalties' sampling noise, which otherwise
+drowns a per-token cost of 1e-4 in the task loss's spread. The Lagrangian then
+holds the expected rate, as HardKuma's holds the expected L0. ``exact_penalty=False``
+(or the dependent selector, whose expectations have no closed form) samples them
+as Lei et al. do.
 """
 
 from __future__ import annotations
@@ -42,6 +52,14 @@ def counts(z: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
     return selected, transitions
 
 
+def expected_counts(p: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+    """``E[selected]`` and ``E[transitions]`` per document for independent z_i ~ Bernoulli(p_i)."""
+    p = p * mask
+    pair = mask[..., 1:] * mask[..., :-1]
+    flips = p[..., 1:] + p[..., :-1] - 2 * p[..., 1:] * p[..., :-1]
+    return p.sum(-1), (flips * pair).sum(-1)
+
+
 def log_prob(logits: Tensor, z: Tensor, mask: Tensor) -> Tensor:
     """``log p(z)`` per sample: sum over real tokens of log Bernoulli(z_i; sigmoid(logit_i))."""
     return ((z * F.logsigmoid(logits) + (1 - z) * F.logsigmoid(-logits)) * mask).sum(-1)
@@ -60,6 +78,8 @@ class BernoulliSelector(Selector):
         lagrangian: bool = False,
         selection: float = 0.13,
         lagrange_lr: float = 0.05,
+        lagrange_rho: float = 1.0,
+        exact_penalty: bool = True,
         ema_decay: float = 0.9,
     ):
         super().__init__()
@@ -71,9 +91,10 @@ class BernoulliSelector(Selector):
         self.coherence = 2 * sparsity if coherence is None else coherence
         self.baseline, self.samples, self.ema_decay = baseline, samples, ema_decay
         self.selection = selection
+        self.exact_penalty = exact_penalty and not dependent
         self.scan = DependentScan(input_size, 1, z_hidden) if dependent else None
         self.logit_layer = None if dependent else nn.Linear(input_size, 1)
-        self.multiplier = EqualityMultiplier(lr=lagrange_lr) if lagrangian else None
+        self.multiplier = EqualityMultiplier(rho=lagrange_rho, lr=lagrange_lr) if lagrangian else None
         self.register_buffer("average_cost", torch.tensor(0.0))
         self.register_buffer("average_ready", torch.tensor(False))
 
@@ -93,20 +114,30 @@ class BernoulliSelector(Selector):
         z, logits = self.draw(many, many_mask, lambda t: torch.bernoulli(torch.sigmoid(t.detach())))
         z, logits = z.view(batch, s, length), logits.view(batch, s, length)
         lp = log_prob(logits, z, mask.unsqueeze(1))
-        selected, transitions = counts(z, mask.unsqueeze(1))
+        drawn = counts(z, mask.unsqueeze(1))
         lengths = mask.sum(-1, keepdim=True).clamp_min(1.0)
+        if self.exact_penalty:  # costs per document [B, 1], differentiable, outside the score function
+            selected, transitions = expected_counts(torch.sigmoid(logits[:, :1]), mask.unsqueeze(1))
+        else:
+            selected, transitions = drawn
         rate = selected / lengths
         extra = self.sparsity * selected + self.coherence * transitions
-        if self.multiplier is not None:
-            self.multiplier(rate.mean() - self.selection)
-            extra = extra + self.multiplier.value * rate
-        surrogate = lambda task_loss: self.surrogate(task_loss + extra.detach(), lp)
+        if self.exact_penalty:
+            penalty, sampled = extra.mean(), z.new_zeros(())
+            if self.multiplier is not None:  # lambda * c + rho/2 c^2 on the expected rate, as HardKuma's
+                penalty = penalty + self.multiplier(rate.mean() - self.selection)
+        else:
+            if self.multiplier is not None:
+                self.multiplier(rate.mean() - self.selection)
+                extra = extra + self.multiplier.value * rate
+            penalty, sampled = z.new_zeros(()), extra.detach()
+        surrogate = lambda task_loss: self.surrogate(task_loss + sampled, lp)
         with torch.no_grad():
             stats = {"selected": float(((z > 0).float() * mask.unsqueeze(1)).sum() / (mask.sum() * s).clamp_min(1.0)),
-                     "transitions": float((transitions / lengths).mean())}
+                     "transitions": float((drawn[1] / lengths).mean())}
             if self.multiplier is not None:
                 stats["lambda_l0"] = float(self.multiplier.value)
-        return Selection(masks=z, weights=z.new_full((batch, s), 1.0 / s), penalty=z.new_zeros(()),
+        return Selection(masks=z, weights=z.new_full((batch, s), 1.0 / s), penalty=penalty,
                          surrogate=surrogate, stats=stats)
 
     def surrogate(self, cost: Tensor, lp: Tensor) -> Tensor:
