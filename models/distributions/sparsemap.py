@@ -67,11 +67,6 @@ def pair_indicators(columns: np.ndarray) -> np.ndarray:
     return columns[:-1] * columns[1:]
 
 
-def kkt_matrix(active: np.ndarray) -> np.ndarray:
-    """``[[A'A, 1], [1', 0]]`` for the support's masks as columns of ``active [n, s]``."""
-    return bordered(active.T @ active)
-
-
 def bordered(gram: np.ndarray) -> np.ndarray:
     """The KKT matrix ``[[G, 1], [1', 0]]`` of eq. 13 around a Gram matrix ``G [s, s]``."""
     s = len(gram)
@@ -165,7 +160,7 @@ class SparseMAPWeights(torch.autograd.Function):
             pairs = pair_indicators(active)
             vectors = np.concatenate([active, pairs]) if ctx.pairwise else active
             g = grad_weights[row, :support].double().cpu().numpy()
-            x = np.linalg.solve(kkt_matrix(vectors), np.concatenate([g, [0.0]]))[:-1]
+            x = np.linalg.solve(bordered(vectors.T @ vectors), np.concatenate([g, [0.0]]))[:-1]
             grad[row] = torch.from_numpy(active @ x)
             grad_pair[row] = torch.from_numpy(pairs @ x)
         like = dict(device=masks.device, dtype=grad_weights.dtype)
