@@ -80,7 +80,7 @@ def train(
     transitions: Optional[float] = typer.Option(None, help="hardkuma: at most this rate of 0/1 transitions per token [no limit]."),
     dependent: Optional[bool] = typer.Option(None, "--dependent/--independent", help="hardkuma: condition each z on the previous ones (Bastings et al. 6.1) [independent]."),
     lagrange_lr: Optional[float] = typer.Option(None, help="hardkuma, bernoulli --lagrangian: step size of the multiplicative Lagrange multiplier updates [0.05]."),
-    lagrange_rho: Optional[float] = typer.Option(None, help="hardkuma, bernoulli --lagrangian --exact-penalty: weight of the augmented-Lagrangian term rho/2 (rate - target)^2 [1.0]."),
+    lagrange_rho: Optional[float] = typer.Option(None, help="hardkuma, bernoulli --lagrangian --exact-penalty: weight of the augmented-Lagrangian term rho/2 (rate - target)^2 [20 for bernoulli, 1 for hardkuma]."),
     sparsity: Optional[float] = typer.Option(None, help="bernoulli: cost per selected token, lambda0 of Lei et al. [0.0003]."),
     coherence: Optional[float] = typer.Option(None, help="bernoulli: cost per 0/1 transition, lambda1 [2 x sparsity]."),
     baseline: Optional[str] = typer.Option(None, help="bernoulli: REINFORCE baseline none, ema or loo [ema]."),

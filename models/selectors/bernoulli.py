@@ -78,7 +78,7 @@ class BernoulliSelector(Selector):
         lagrangian: bool = False,
         selection: float = 0.13,
         lagrange_lr: float = 0.05,
-        lagrange_rho: float = 1.0,
+        lagrange_rho: float = 20.0,
         exact_penalty: bool = True,
         ema_decay: float = 0.9,
     ):
