@@ -21,6 +21,13 @@ def test_command_line_wins_and_ints_become_floats(tmp_path):
     assert config.epochs == 5 and config.seed == TrainConfig().seed
 
 
+def test_extractor_defaults_apply_unless_given():
+    bernoulli, hardkuma = resolve(None, {"extractor": "bernoulli"}), resolve(None, {"extractor": "hardkuma"})
+    assert (bernoulli.lagrange_rho, bernoulli.encoder) == (20.0, "rcnn")
+    assert hardkuma.lagrange_rho == 1.0 and resolve(None, {"extractor": "simple"}).encoder == "l2x"
+    assert resolve(None, {"extractor": "bernoulli", "lagrange_rho": 2}).lagrange_rho == 2.0
+
+
 @pytest.mark.parametrize("text, message", [
     ("epochs = 'ten'\n", "expects int"),
     ("colour = 3\n", "unknown option"),
