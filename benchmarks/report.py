@@ -83,6 +83,13 @@ def fmt_mean(values: list[float], scale: float = 1.0, digits: int = 1) -> str:
     return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
 
 
+def shown_target(row: dict) -> str:
+    """The training target of a beer run: k, or the selection rate held in training."""
+    if row.get("k"):
+        return f"k={row['k']}"
+    return f"{100 * row['selection_target']:.3g}%" if row.get("selection_target") else "-"
+
+
 def load() -> list[dict]:
     if not RESULTS.exists():
         return []
@@ -105,12 +112,11 @@ def beer_table(rows: list[dict]) -> list[str]:
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for key in sorted(groups, key=lambda k: (k[0], k[1], k[2], str(k[3]), str(k[4]), k[5])):
-        extractor, encoder, aspect, target, k, _ = key
+        extractor, encoder, aspect, _, k, _ = key
         runs = groups[key]
         shown = f"{extractor} ({runs[0]['attention']})" if runs[0].get("attention") else extractor
-        shown_target = f"k={k}" if k else (f"{100 * target:.0f}%" if target else "-")
         lines.append(
-            f"| {shown} | {encoder} | {aspect} {ASPECTS.get(aspect, '')} | {shown_target} | {len(runs)} "
+            f"| {shown} | {encoder} | {aspect} {ASPECTS.get(aspect, '')} | {shown_target(runs[0])} | {len(runs)} "
             f"| {fmt_mean([r['mse'] for r in runs], digits=4)} | {fmt_mean([r['precision'] for r in runs], 100)} "
             f"| {fmt_mean([r['recall'] for r in runs], 100)} | {fmt_mean([r['f1'] for r in runs], 100)} "
             f"| {fmt_mean([r['selection_rate'] for r in runs], 100)} | {fmt_mean([r.get('support') for r in runs])} "
@@ -145,11 +151,12 @@ def write_report() -> None:
                 "seeds show mean ± standard deviation. `published` is the paper's figure for that",
                 "extractor and aspect (full training data, 200-d beer vectors). Runs on a GPU shared it",
                 "with up to 18 other runs, so their train seconds measure nothing but that. `support`:",
-                "the mean number of masks with weight over training (sparse marginalization only).", ""]
+                "the mean number of masks with weight over training (sparse marginalization only).",
+                "`target`: the selection rate held in training (on the training reviews), or k.", ""]
         notes = [r for r in beer if r.get("note")]
         if notes:
             out += ["Notes on individual runs:", ""]
-            out += [f"- {r['extractor']}, aspect {r['aspect']}, seed {r['seed']}: {r['note']}." for r in notes]
+            out += [f"- {r['extractor']}, aspect {r['aspect']}, target {shown_target(r)}, seed {r['seed']}: {r['note']}." for r in notes]
             out.append("")
         out += ["Commands (one per configuration, as run):", ""]
         seen = set()
