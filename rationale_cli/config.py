@@ -18,7 +18,7 @@ from rationale_cli.errors import UserError
 # each extractor's architecture in its paper's beer experiments (rcnn for the others)
 DEFAULT_ENCODERS = {"simple": "l2x", "topk": "sst-complex", "corr-topk": "sst-complex"}
 # the augmented-Lagrangian weight: REINFORCE's rate needs a firmer hold than HardKuma's
-# (on beer, 1.0 let Bernoulli's rate swing between 11% and 23% at a 13% target; 20 held it within about a point)
+# (on beer, 1.0 let Bernoulli's rate swing between 3% and 23% at a 13% target; 20 held it within about a point)
 DEFAULT_LAGRANGE_RHO = {"bernoulli": 20.0}
 
 
