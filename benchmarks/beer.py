@@ -5,6 +5,9 @@ The original beer training files are not available: for each aspect we train on
 1,000 (a fixed shuffle, the same for every seed and extractor), then test on the
 994 reviews of ``annotations.json`` with their gold rationales. Vectors: the
 GloVe 6B 50-d subset (the papers used 200-d beer-specific vectors, not available).
+With ``--pooled`` the training side also gets the other aspects' heldout reviews
+(about 29,000 more, each labelled with this aspect's score; the 1,000 validation
+reviews and repeats left out); validation and test stay as they are.
 
     python benchmarks/beer.py --extractor full --aspects 0 1 2 --seeds 0
 
@@ -15,6 +18,7 @@ regenerated from it.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import shlex
@@ -23,8 +27,40 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import append_result, git_commit, rationale  # noqa: E402
+from common import ROOT, append_result, git_commit, rationale  # noqa: E402
 from report import write_report  # noqa: E402
+
+sys.path.insert(0, str(ROOT))
+from rationale_cli.readers import read_records  # noqa: E402
+from rationale_cli.training import split_validation  # noqa: E402
+
+
+def write_jsonl(records, path: Path) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        for record in records:
+            handle.write(json.dumps({"id": record.id, "tokens": record.tokens, "score": record.label}) + "\n")
+
+
+def pooled_split(beer: Path, aspect: int, folder: Path) -> tuple[Path, Path, int]:
+    """The aspect's own 9,000 / 1,000 split (the CLI's ``--valid-fraction 0.1``) with every
+    other heldout file's reviews added to training, labelled with this aspect's score;
+    reviews equal to a validation review or to one already taken are left out. Returns
+    the training and validation JSONL files and the number of training reviews."""
+    own = beer / f"reviews.aspect{aspect}.heldout.txt.gz"
+    train, valid = split_validation(read_records(own, "beer", aspect=aspect), 0.1)
+    seen = {" ".join(r.tokens) for r in valid}
+    pooled = []
+    others = sorted(p for p in beer.glob("reviews.aspect*.heldout.txt.gz") if p != own)
+    for source, records in [(own.name, train)] + [(p.name, read_records(p, "beer", aspect=aspect)) for p in others]:
+        for record in records:
+            text = " ".join(record.tokens)
+            if text not in seen:
+                seen.add(text)
+                pooled.append(dataclasses.replace(record, id=f"{source}:{record.id}"))
+    folder.mkdir(parents=True, exist_ok=True)
+    write_jsonl(pooled, folder / "train.jsonl")
+    write_jsonl(valid, folder / "valid.jsonl")
+    return folder / "train.jsonl", folder / "valid.jsonl", len(pooled)
 
 
 def main() -> None:
@@ -37,6 +73,8 @@ def main() -> None:
     parser.add_argument("--selection", type=float, nargs="+", default=None,
                         help="selection target per aspect (default 0.13 0.07 0.07 for aspects 0 1 2)")
     parser.add_argument("--epochs", type=int, default=20)
+    parser.add_argument("--pooled", action="store_true",
+                        help="also train on the other aspects' heldout reviews (labelled with this aspect's score)")
     parser.add_argument("--runs", default=None, help="keep run directories here (default: a temporary folder)")
     parser.add_argument("train_args", nargs=argparse.REMAINDER, help="after --: extra options for `rationale train`")
     args = parser.parse_args()
@@ -48,11 +86,18 @@ def main() -> None:
         target = args.selection[i] if args.selection else default_targets[aspect]
         for seed in args.seeds:
             options = hashlib.sha1(" ".join(extra).encode()).hexdigest()[:8]  # runs with other options apart
-            run = runs / f"{args.extractor}-{args.encoder or 'default'}-a{aspect}-s{seed}-{options}"
+            pool = "-pooled" if args.pooled else ""
+            run = runs / f"{args.extractor}-{args.encoder or 'default'}-a{aspect}-t{target:g}-s{seed}-{options}{pool}"
             encoder = ["--encoder", args.encoder] if args.encoder else []
+            if args.pooled:
+                train_file, valid_file, train_size = pooled_split(data / "beer", aspect, runs / f"pooled-a{aspect}")
+                split = ["--data", str(train_file), "--valid", str(valid_file)]
+            else:
+                train_size = 9000
+                split = ["--data", str(data / "beer" / f"reviews.aspect{aspect}.heldout.txt.gz"),
+                         "--aspect", str(aspect), "--valid-fraction", "0.1"]
             train_cmd, seconds = rationale(
-                "train", "--data", str(data / "beer" / f"reviews.aspect{aspect}.heldout.txt.gz"),
-                "--aspect", str(aspect), "--valid-fraction", "0.1",
+                "train", *split,
                 "--embeddings", str(data / "glove_6B_50d_subset" / "glove.6B.50d.subset.txt.gz"),
                 *encoder, "--extractor", args.extractor, "--selection", str(target),
                 "--epochs", str(args.epochs), "--seed", str(seed), "--out", str(run), "--force", *extra,
@@ -73,7 +118,7 @@ def main() -> None:
                 "attention": config["attention"] if args.extractor == "sparse-attention" else None,
                 "seed": seed, "precision": test["precision"], "recall": test["recall"], "f1": test["f1"],
                 "selection_rate": test["selection_rate"], "mse": test["mse"], "train_seconds": round(seconds, 1),
-                "train_size": 9000, "command": f"{train_cmd} && {eval_cmd}",
+                "train_size": train_size, "command": f"{train_cmd} && {eval_cmd}",
                 "script": shlex.join(["python", "benchmarks/beer.py", *sys.argv[1:]]), "commit": git_commit(),
             })
     write_report()

@@ -110,6 +110,7 @@ def train(
     lr_decay: Optional[float] = typer.Option(None, help="Multiply the learning rate by this when validation loss does not improve [1.0: off]."),
     clip: Optional[float] = typer.Option(None, help="Gradient norm clipping, 0 = off [5.0]."),
     patience: Optional[int] = typer.Option(None, help="Early stopping after this many epochs without improvement, 0 = off [5]."),
+    time_limit: Optional[float] = typer.Option(None, help="Minutes of training at most: no epoch is started that the slowest one so far says would end later, 0 = off [0]."),
     seed: Optional[int] = typer.Option(None, help="Random seed [0]."),
     device: Optional[str] = typer.Option(None, help="auto, cpu or cuda [auto]."),
     config: Optional[Path] = typer.Option(None, help="TOML file with any of these options (the command line wins)."),

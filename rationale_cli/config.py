@@ -68,6 +68,7 @@ class TrainConfig:
     lr_decay: float = 1.0
     clip: float = 5.0
     patience: int = 5
+    time_limit: float = 0.0
     seed: int = 0
     device: str = "auto"
 

@@ -70,6 +70,11 @@ def summary_line(epoch: int, epochs: int, train_loss: float, valid: dict, stats:
     return " | ".join(parts)
 
 
+def out_of_time(limit_minutes: float, elapsed: float, history: list[dict]) -> bool:
+    """Whether one more epoch, as slow as the slowest so far, would end after the limit (0: none)."""
+    return limit_minutes > 0 and elapsed + max(h["seconds"] for h in history) > 60 * limit_minutes
+
+
 def training_loss(model, task: Task, batch: Batch) -> tuple[torch.Tensor, Selection]:
     """``loss = (weights * task_loss).sum(-1).mean() + penalty + surrogate`` for one batch."""
     selection, outputs = model(batch.ids, batch.mask)
@@ -168,5 +173,9 @@ def train_model(
         write_json(out / "metrics.json", metrics)
         if config.patience > 0 and stale >= config.patience:
             console.print(f"early stop: no improvement in validation loss for {stale} epochs", highlight=False)
+            break
+        if epoch < config.epochs and out_of_time(config.time_limit, time.perf_counter() - started, history):
+            console.print(f"time limit: {config.time_limit:g} minutes would be passed by another epoch; "
+                          f"stopping after epoch {epoch}", highlight=False)
             break
     return metrics

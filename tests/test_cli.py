@@ -10,6 +10,7 @@ from safetensors.torch import load_file
 from typer.testing import CliRunner
 
 from rationale_cli.cli import app
+from rationale_cli.training import out_of_time
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 SMALL = ["--encoder", "cnn", "--extractor", "attention", "--embedding-dim", "16", "--hidden-size", "16",
@@ -56,6 +57,24 @@ def test_same_seed_gives_the_same_weights(tmp_path):
     a, b = (load_file(str(tmp_path / n / "model.safetensors")) for n in ("a", "b"))
     assert a.keys() == b.keys()
     assert all((a[k] == b[k]).all() for k in a)
+
+
+def test_time_limit_stops_before_an_epoch_that_would_pass_it(tmp_path):
+    out = tmp_path / "run"
+    # a limit far below one epoch's time: the first epoch runs, no second is started
+    result = invoke("train", "--data", "demo", "--out", out, "--epochs", 3, "--time-limit", 1e-6, *SMALL)
+    assert result.exit_code == 0, result.output
+    assert "time limit" in result.output
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert len(metrics["history"]) == 1 and metrics["best_epoch"] == 1
+    assert (out / "model.safetensors").is_file()
+
+
+def test_out_of_time_judges_by_the_slowest_epoch():
+    history = [{"seconds": 50.0}, {"seconds": 20.0}]
+    assert not out_of_time(0.0, 1e9, history)  # 0: no limit
+    assert not out_of_time(2.0, 69.0, history)  # 69 + 50 < 120
+    assert out_of_time(2.0, 71.0, history)  # 71 + 50 > 120
 
 
 def test_config_file_and_command_line_precedence(tmp_path):
