@@ -27,10 +27,11 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, append_result, git_commit, rationale  # noqa: E402
+from common import ROOT, append_result, device_name, git_commit, rationale  # noqa: E402
 from report import write_report  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
+from rationale_cli.devices import resolve_device  # noqa: E402
 from rationale_cli.readers import read_records  # noqa: E402
 from rationale_cli.training import split_validation  # noqa: E402
 
@@ -113,7 +114,7 @@ def main() -> None:
             append_result({
                 "benchmark": "beer", "extractor": args.extractor, "encoder": config["encoder"], "data": "beer",
                 "aspect": aspect, "selection_target": target if args.extractor not in ("full", "sparse-attention") and not fixed_k else None,
-                "k": config["k"] if fixed_k else None, "device": config["device"],
+                "k": config["k"] if fixed_k else None, "device": device_name(resolve_device(config["device"])),
                 "support": sum(supports) / len(supports) if supports else None,
                 "attention": config["attention"] if args.extractor == "sparse-attention" else None,
                 "seed": seed, "precision": test["precision"], "recall": test["recall"], "f1": test["f1"],

@@ -68,9 +68,15 @@ def timing_parser(doc: str, batch: int, length: int) -> argparse.ArgumentParser:
     return parser
 
 
+def device_name(device: torch.device | str) -> str:
+    """The name a result records for a device: the GPU model on CUDA, else ``cpu``."""
+    device = torch.device(device)
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+
+
 def timing_setup(args: argparse.Namespace) -> tuple[torch.device, str]:
     """Threads and seed set; the device and its name for the results (the GPU model on CUDA)."""
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     device = torch.device(args.device)
-    return device, torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    return device, device_name(device)

@@ -70,7 +70,10 @@ aspect) are not available: every beer number below comes from training on 9,000
 reviews of that aspect's `reviews.aspectN.heldout.txt.gz`, validating on the other
 1,000 (a fixed shuffle, the same for every seed and extractor), and testing on the
 994 reviews of `annotations.json`, with 50-d GloVe 6B vectors (the papers used
-200-d beer-specific vectors). The papers trained on about 8x more data.
+200-d beer-specific vectors). The papers trained on about 8x more data. Rows with
+37.8k training reviews (`beer.py --pooled`) add the other three aspects' heldout
+reviews to those 9,000, each labelled with this aspect's score (the validation
+reviews and repeats left out); validation and test are unchanged.
 """
 
 
@@ -108,8 +111,8 @@ def beer_table(rows: list[dict]) -> list[str]:
                configuration(row["script"]))
         groups[key].append(row)
     lines = [
-        "| extractor | encoder | aspect | target | seeds | test MSE | precision % | recall % | F1 % | selected % | support | train s | device | published |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| extractor | encoder | aspect | target | seeds | train | test MSE | precision % | recall % | F1 % | selected % | support | train s | device | published |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for key in sorted(groups, key=lambda k: (k[0], k[1], k[2], str(k[3]), str(k[4]), k[5])):
         extractor, encoder, aspect, _, k, _ = key
@@ -117,6 +120,7 @@ def beer_table(rows: list[dict]) -> list[str]:
         shown = f"{extractor} ({runs[0]['attention']})" if runs[0].get("attention") else extractor
         lines.append(
             f"| {shown} | {encoder} | {aspect} {ASPECTS.get(aspect, '')} | {shown_target(runs[0])} | {len(runs)} "
+            f"| {runs[0].get('train_size', 9000) / 1000:.3g}k "
             f"| {fmt_mean([r['mse'] for r in runs], digits=4)} | {fmt_mean([r['precision'] for r in runs], 100)} "
             f"| {fmt_mean([r['recall'] for r in runs], 100)} | {fmt_mean([r['f1'] for r in runs], 100)} "
             f"| {fmt_mean([r['selection_rate'] for r in runs], 100)} | {fmt_mean([r.get('support') for r in runs])} "
