@@ -1,0 +1,50 @@
+"""The beer benchmark's pooled training set, on small made-up review files."""
+
+import gzip
+import importlib.util
+import json
+from pathlib import Path
+
+from rationale_cli.readers import read_records
+from rationale_cli.training import split_validation
+
+BEER = Path(__file__).resolve().parent.parent / "benchmarks" / "beer.py"
+
+
+def load_beer_script():
+    spec = importlib.util.spec_from_file_location("beer_benchmark", BEER)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def write_heldout(folder: Path, aspect: int, reviews: list[tuple[list[float], str]]) -> None:
+    with gzip.open(folder / f"reviews.aspect{aspect}.heldout.txt.gz", "wt") as handle:
+        for scores, text in reviews:
+            handle.write(" ".join(f"{s:.2f}" for s in scores) + "\t" + text + "\n")
+
+
+def test_pooled_split_keeps_validation_apart_and_takes_each_review_once(tmp_path):
+    beer = tmp_path / "beer"
+    beer.mkdir()
+    own = [([0.1 * (i % 10), 0.5, 0.5, 0.5, 0.5], f"own review {i}") for i in range(40)]
+    write_heldout(beer, 0, own)
+    valid_texts = {" ".join(r.tokens) for r in split_validation(read_records(beer / "reviews.aspect0.heldout.txt.gz", "beer", aspect=0), 0.1)[1]}
+    a_valid_text = sorted(valid_texts)[0]
+    # another aspect's file: new reviews, one repeat of a training review, one of a validation review,
+    # and a review repeated inside the file
+    others = [([0.9, 0.2, 0.2, 0.2, 0.2], f"other review {i}") for i in range(5)]
+    others += [([0.0, 0.0, 0.0, 0.0, 0.0], "own review 3" if "own review 3" not in valid_texts else "own review 4"),
+               ([0.0, 0.0, 0.0, 0.0, 0.0], a_valid_text), ([0.9, 0.2, 0.2, 0.2, 0.2], "other review 0")]
+    write_heldout(beer, 1, others)
+
+    train_file, valid_file, size = load_beer_script().pooled_split(beer, 0, tmp_path / "pooled")
+    train = [json.loads(line) for line in train_file.read_text().splitlines()]
+    valid = [json.loads(line) for line in valid_file.read_text().splitlines()]
+    train_texts = [" ".join(r["tokens"]) for r in train]
+    assert {" ".join(r["tokens"]) for r in valid} == valid_texts
+    assert size == len(train) == 36 + 5
+    assert len(set(train_texts)) == len(train_texts)
+    assert not set(train_texts) & valid_texts
+    # labels are aspect 0's score, from whichever file the review came from
+    assert all(r["score"] == 0.9 for r in train if r["tokens"][0] == "other")
