@@ -137,6 +137,8 @@ def train(
     check_choice("--attention", cfg.attention, ATTENTIONS)
     if cfg.baseline == "loo" and cfg.samples < 2:
         raise UserError("--baseline loo needs --samples 2 or more")
+    if cfg.time_limit < 0:
+        raise UserError(f"--time-limit {cfg.time_limit:g}: expected minutes >= 0 (0 = no limit)")
     if (out / "model.safetensors").exists() and not force:
         raise UserError(f"{out}: a trained run is already there; choose another --out or pass --force")
     console = stderr()
