@@ -73,7 +73,8 @@ reviews of that aspect's `reviews.aspectN.heldout.txt.gz`, validating on the oth
 200-d beer-specific vectors). The papers trained on about 8x more data. Rows with
 37.8k training reviews (`beer.py --pooled`) add the other three aspects' heldout
 reviews to those 9,000, each labelled with this aspect's score (the validation
-reviews and repeats left out); validation and test are unchanged.
+reviews and repeats left out); validation and test are unchanged. Those added reviews
+were not chosen to decorrelate this aspect from the others, as its own file was.
 """
 
 
