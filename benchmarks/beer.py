@@ -83,20 +83,20 @@ def main() -> None:
     default_targets = {0: 0.13, 1: 0.07, 2: 0.07, 3: 0.07, 4: 0.07}
     runs = Path(args.runs) if args.runs else Path(tempfile.mkdtemp(prefix="beer-runs-"))
     extra = [a for a in args.train_args if a != "--"]
+    options = hashlib.sha1(" ".join(extra).encode()).hexdigest()[:8]  # runs with other options apart
+    pool = "-pooled" if args.pooled else ""
+    encoder = ["--encoder", args.encoder] if args.encoder else []
     for i, aspect in enumerate(args.aspects):
         target = args.selection[i] if args.selection else default_targets[aspect]
+        if args.pooled:
+            train_file, valid_file, train_size = pooled_split(data / "beer", aspect, runs / f"pooled-a{aspect}")
+            split = ["--data", str(train_file), "--valid", str(valid_file)]
+        else:
+            train_size = 9000
+            split = ["--data", str(data / "beer" / f"reviews.aspect{aspect}.heldout.txt.gz"),
+                     "--aspect", str(aspect), "--valid-fraction", "0.1"]
         for seed in args.seeds:
-            options = hashlib.sha1(" ".join(extra).encode()).hexdigest()[:8]  # runs with other options apart
-            pool = "-pooled" if args.pooled else ""
             run = runs / f"{args.extractor}-{args.encoder or 'default'}-a{aspect}-t{target:g}-s{seed}-{options}{pool}"
-            encoder = ["--encoder", args.encoder] if args.encoder else []
-            if args.pooled:
-                train_file, valid_file, train_size = pooled_split(data / "beer", aspect, runs / f"pooled-a{aspect}")
-                split = ["--data", str(train_file), "--valid", str(valid_file)]
-            else:
-                train_size = 9000
-                split = ["--data", str(data / "beer" / f"reviews.aspect{aspect}.heldout.txt.gz"),
-                         "--aspect", str(aspect), "--valid-fraction", "0.1"]
             train_cmd, seconds = rationale(
                 "train", *split,
                 "--embeddings", str(data / "glove_6B_50d_subset" / "glove.6B.50d.subset.txt.gz"),

@@ -121,7 +121,7 @@ def beer_table(rows: list[dict]) -> list[str]:
         shown = f"{extractor} ({runs[0]['attention']})" if runs[0].get("attention") else extractor
         lines.append(
             f"| {shown} | {encoder} | {aspect} {ASPECTS.get(aspect, '')} | {shown_target(runs[0])} | {len(runs)} "
-            f"| {runs[0].get('train_size', 9000) / 1000:.3g}k "
+            f"| {runs[0]['train_size'] / 1000:.3g}k "
             f"| {fmt_mean([r['mse'] for r in runs], digits=4)} | {fmt_mean([r['precision'] for r in runs], 100)} "
             f"| {fmt_mean([r['recall'] for r in runs], 100)} | {fmt_mean([r['f1'] for r in runs], 100)} "
             f"| {fmt_mean([r['selection_rate'] for r in runs], 100)} | {fmt_mean([r.get('support') for r in runs])} "
