@@ -76,6 +76,9 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--pooled", action="store_true",
                         help="also train on the other aspects' heldout reviews (labelled with this aspect's score)")
+    parser.add_argument("--embeddings", default=None,
+                        help="word vectors (default: the GloVe 6B 50-d subset in --data-dir; "
+                             "benchmarks/beer_vectors.py makes beer-domain ones)")
     parser.add_argument("--runs", default=None, help="keep run directories here (default: a temporary folder)")
     parser.add_argument("train_args", nargs=argparse.REMAINDER, help="after --: extra options for `rationale train`")
     args = parser.parse_args()
@@ -83,7 +86,9 @@ def main() -> None:
     default_targets = {0: 0.13, 1: 0.07, 2: 0.07, 3: 0.07, 4: 0.07}
     runs = Path(args.runs) if args.runs else Path(tempfile.mkdtemp(prefix="beer-runs-"))
     extra = [a for a in args.train_args if a != "--"]
-    options = hashlib.sha1(" ".join(extra).encode()).hexdigest()[:8]  # runs with other options apart
+    vectors = args.embeddings or str(data / "glove_6B_50d_subset" / "glove.6B.50d.subset.txt.gz")
+    # runs with other options (or other vectors) apart
+    options = hashlib.sha1(" ".join(extra + ([vectors] if args.embeddings else [])).encode()).hexdigest()[:8]
     pool = "-pooled" if args.pooled else ""
     encoder = ["--encoder", args.encoder] if args.encoder else []
     for i, aspect in enumerate(args.aspects):
@@ -99,7 +104,7 @@ def main() -> None:
             run = runs / f"{args.extractor}-{args.encoder or 'default'}-a{aspect}-t{target:g}-s{seed}-{options}{pool}"
             train_cmd, seconds = rationale(
                 "train", *split,
-                "--embeddings", str(data / "glove_6B_50d_subset" / "glove.6B.50d.subset.txt.gz"),
+                "--embeddings", vectors,
                 *encoder, "--extractor", args.extractor, "--selection", str(target),
                 "--epochs", str(args.epochs), "--seed", str(seed), "--out", str(run), "--force", *extra,
             )
@@ -119,7 +124,8 @@ def main() -> None:
                 "attention": config["attention"] if args.extractor == "sparse-attention" else None,
                 "seed": seed, "precision": test["precision"], "recall": test["recall"], "f1": test["f1"],
                 "selection_rate": test["selection_rate"], "mse": test["mse"], "train_seconds": round(seconds, 1),
-                "train_size": train_size, "command": f"{train_cmd} && {eval_cmd}",
+                "train_size": train_size, "vectors": f"{Path(vectors).name.split('.')[0]} {config['embedding_dim']}d",
+                "command": f"{train_cmd} && {eval_cmd}",
                 "script": shlex.join(["python", "benchmarks/beer.py", *sys.argv[1:]]), "commit": git_commit(),
             })
     write_report()

@@ -1,4 +1,4 @@
-"""The beer benchmark's pooled training set, on small made-up review files."""
+"""The beer benchmark's training sets (pooled reviews, word2vec text), on small made-up review files."""
 
 import gzip
 import importlib.util
@@ -8,11 +8,11 @@ from pathlib import Path
 from rationale_cli.readers import read_records
 from rationale_cli.training import split_validation
 
-BEER = Path(__file__).resolve().parent.parent / "benchmarks" / "beer.py"
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
-def load_beer_script():
-    spec = importlib.util.spec_from_file_location("beer_benchmark", BEER)
+def load_script(name: str):
+    spec = importlib.util.spec_from_file_location(f"{name}_benchmark", BENCHMARKS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -38,7 +38,7 @@ def test_pooled_split_keeps_validation_apart_and_takes_each_review_once(tmp_path
                ([0.0, 0.0, 0.0, 0.0, 0.0], a_valid_text), ([0.9, 0.2, 0.2, 0.2, 0.2], "other review 0")]
     write_heldout(beer, 1, others)
 
-    train_file, valid_file, size = load_beer_script().pooled_split(beer, 0, tmp_path / "pooled")
+    train_file, valid_file, size = load_script("beer").pooled_split(beer, 0, tmp_path / "pooled")
     train = [json.loads(line) for line in train_file.read_text().splitlines()]
     valid = [json.loads(line) for line in valid_file.read_text().splitlines()]
     train_texts = [" ".join(r["tokens"]) for r in train]
@@ -48,3 +48,11 @@ def test_pooled_split_keeps_validation_apart_and_takes_each_review_once(tmp_path
     assert not set(train_texts) & valid_texts
     # labels are aspect 0's score, from whichever file the review came from
     assert all(r["score"] == 0.9 for r in train if r["tokens"][0] == "other")
+
+
+def test_word2vec_corpus_is_the_review_text_of_every_heldout_file_once(tmp_path):
+    write_heldout(tmp_path, 0, [([0.5] * 5, "a fine head"), ([0.1] * 5, "thin body")])
+    write_heldout(tmp_path, 1, [([0.9] * 5, "a fine head"), ([0.3] * 5, "sweet nose")])
+    (tmp_path / "annotations.json").write_text('{"x": ["test", "review"]}\n')
+    texts = load_script("beer_vectors").reviews(tmp_path)
+    assert sorted(texts) == [["a", "fine", "head"], ["sweet", "nose"], ["thin", "body"]]
