@@ -83,6 +83,7 @@ def main() -> None:
     parser.add_argument("train_args", nargs=argparse.REMAINDER, help="after --: extra options for `rationale train`")
     args = parser.parse_args()
     data = Path(args.data_dir)
+    commit = git_commit()  # the code the runs start from (the checkout may move on while they train)
     default_targets = {0: 0.13, 1: 0.07, 2: 0.07, 3: 0.07, 4: 0.07}
     runs = Path(args.runs) if args.runs else Path(tempfile.mkdtemp(prefix="beer-runs-"))
     extra = [a for a in args.train_args if a != "--"]
@@ -126,7 +127,7 @@ def main() -> None:
                 "selection_rate": test["selection_rate"], "mse": test["mse"], "train_seconds": round(seconds, 1),
                 "train_size": train_size, "vectors": f"{Path(vectors).name.split('.')[0]} {config['embedding_dim']}d",
                 "command": f"{train_cmd} && {eval_cmd}",
-                "script": shlex.join(["python", "benchmarks/beer.py", *sys.argv[1:]]), "commit": git_commit(),
+                "script": shlex.join(["python", "benchmarks/beer.py", *sys.argv[1:]]), "commit": commit,
             })
     write_report()
 
