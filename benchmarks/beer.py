@@ -4,7 +4,8 @@ The original beer training files are not available: for each aspect we train on
 9,000 reviews of ``reviews.aspectN.heldout.txt.gz`` and validate on the other
 1,000 (a fixed shuffle, the same for every seed and extractor), then test on the
 994 reviews of ``annotations.json`` with their gold rationales. Vectors: the
-GloVe 6B 50-d subset (the papers used 200-d beer-specific vectors, not available).
+GloVe 6B 50-d subset, or ``--embeddings FILE`` (the papers used 200-d vectors trained
+on beer reviews, not available; ``beer_vectors.py`` trains such vectors here).
 With ``--pooled`` the training side also gets the other aspects' heldout reviews
 (about 29,000 more, each labelled with this aspect's score; the 1,000 validation
 reviews and repeats left out); validation and test stay as they are.

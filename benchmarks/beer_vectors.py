@@ -9,7 +9,7 @@ for them. Needs gensim, which the toolkit itself does not (``pip install gensim`
     python benchmarks/beer_vectors.py --data-dir ../shared/data --out /tmp/beer-w2v-200d.txt.gz
     python benchmarks/beer.py --embeddings /tmp/beer-w2v-200d.txt.gz ...
 
-Skip-gram with negative sampling, one worker thread and a fixed seed, so the file is the
+Skip-gram with negative sampling, one worker thread and a fixed seed, so the vectors are the
 same on every run. Written in word2vec text format (header ``N D``), which
 ``rationale train --embeddings`` reads.
 """
