@@ -18,19 +18,22 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from rationale_cli.readers import read_records  # noqa: E402
 
 
 def reviews(beer: Path) -> list[list[str]]:
     """The token lists of every heldout review (each distinct review once)."""
     seen, out = set(), []
     for path in sorted(beer.glob("reviews.aspect*.heldout.txt.gz")):
-        with gzip.open(path, "rt", encoding="utf-8") as handle:
-            for line in handle:
-                text = line.rstrip("\n").split("\t", 1)[-1]
-                if text not in seen:
-                    seen.add(text)
-                    out.append(text.split())
+        for record in read_records(path, "beer"):
+            text = " ".join(record.tokens)
+            if text not in seen:
+                seen.add(text)
+                out.append(record.tokens)
     if not out:
         raise SystemExit(f"{beer}: no reviews.aspect*.heldout.txt.gz files")
     return out
