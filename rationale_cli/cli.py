@@ -82,7 +82,7 @@ def train(
     lagrange_lr: Optional[float] = typer.Option(None, help="hardkuma, bernoulli --lagrangian: step size of the multiplicative Lagrange multiplier updates [0.05]."),
     lagrange_rho: Optional[float] = typer.Option(None, help="hardkuma, bernoulli --lagrangian --exact-penalty: weight of the augmented-Lagrangian term rho/2 (rate - target)^2 [20 for bernoulli, 1 for hardkuma]."),
     sparsity: Optional[float] = typer.Option(None, help="bernoulli: cost per selected token, lambda0 of Lei et al. [0.0003]."),
-    coherence: Optional[float] = typer.Option(None, help="bernoulli: cost per 0/1 transition, lambda1 [2 x sparsity]."),
+    coherence: Optional[float] = typer.Option(None, help="bernoulli: cost per 0/1 transition, lambda1 [2 x sparsity]; hardkuma: fixed weight on the expected transitions per document, instead of a --transitions target (the paper used 1e-4 to 4e-4) [none]."),
     baseline: Optional[str] = typer.Option(None, help="bernoulli: REINFORCE baseline none, ema or loo [ema]."),
     samples: Optional[int] = typer.Option(None, help="bernoulli: rationales sampled per document [1]."),
     lagrangian: Optional[bool] = typer.Option(None, "--lagrangian/--fixed-penalty", help="bernoulli: hold the rate at --selection with a multiplier (added to the --sparsity cost: give --sparsity 0 to leave the rate to the multiplier) [fixed]."),
@@ -137,6 +137,8 @@ def train(
     check_choice("--attention", cfg.attention, ATTENTIONS)
     if cfg.baseline == "loo" and cfg.samples < 2:
         raise UserError("--baseline loo needs --samples 2 or more")
+    if cfg.extractor == "hardkuma" and cfg.transitions is not None and cfg.coherence is not None:
+        raise UserError("hardkuma takes a --transitions target or a fixed --coherence weight, not both")
     if cfg.time_limit < 0:
         raise UserError(f"--time-limit {cfg.time_limit:g}: expected minutes >= 0 (0 = no limit)")
     if (out / "model.safetensors").exists() and not force:

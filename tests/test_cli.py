@@ -158,6 +158,8 @@ def test_explain_text_and_html(run_dir, tmp_path):
     (["train", "--data", "demo", "--out", "OUT", "--encoder", "gru"], "--encoder gru"),
     (["train", "--data", "demo", "--out", "OUT", "--device", "tpu"], "--device tpu"),
     (["train", "--data", "demo", "--out", "OUT", "--time-limit", "-5"], "--time-limit -5"),
+    (["train", "--data", "demo", "--out", "OUT", "--extractor", "hardkuma", "--transitions", "0.02",
+      "--coherence", "0.0002"], "not both"),
     (["predict", "nowhere", str(EXAMPLES / "reviews.txt"), "--out", "OUT"], "not a run directory"),
 ])
 def test_user_errors_are_one_line_and_exit_2(run_dir, tmp_path, args, expected):

@@ -70,7 +70,8 @@ def test_expected_costs_ignore_padding():
     l0, tr = expected_costs(log_p0, log_nz, mask)
     l0_a, tr_a = expected_costs(log_p0[:1, :4], log_nz[:1, :4], mask[:1, :4])
     l0_b, tr_b = expected_costs(log_p0[1:], log_nz[1:], mask[1:])
-    assert torch.allclose(l0, (l0_a + l0_b) / 2) and torch.allclose(tr, (tr_a + tr_b) / 2)
+    assert torch.allclose(l0, torch.cat([l0_a, l0_b])) and torch.allclose(tr, torch.cat([tr_a, tr_b]))
+    assert float(l0_b) == pytest.approx(float(torch.exp(log_nz[1]).sum()), rel=1e-6)
     # brute force for one document: E[transitions] by enumeration of independent z != 0 events
     p = torch.exp(log_nz[1]).tolist()
     expected = 0.0
@@ -78,7 +79,23 @@ def test_expected_costs_ignore_padding():
         z = [(bits >> i) & 1 for i in range(6)]
         prob = math.prod(pi if zi else 1 - pi for pi, zi in zip(p, z))
         expected += prob * sum(z[i] != z[i + 1] for i in range(5))
-    assert float(tr_b) == pytest.approx(expected / 6, rel=1e-5)
+    assert float(tr_b) == pytest.approx(expected, rel=1e-5)
+
+
+def test_fixed_coherence_weight_adds_the_expected_transitions_per_document():
+    """Appendix B.1: a fixed fused-lasso weight on E[transitions] (eq. 12, summed per document)."""
+    torch.manual_seed(0)
+    states, mask = torch.randn(3, 7, 4), torch.tensor([[1.0] * 7, [1.0] * 5 + [0.0] * 2, [1.0] * 3 + [0.0] * 4])
+    plain = HardKumaSelector(4, selection=0.2).eval()
+    weighted = HardKumaSelector(4, selection=0.2, coherence=0.5).eval()
+    weighted.load_state_dict(plain.state_dict())
+    with torch.no_grad():
+        _, dist = plain.run(states, mask, HardKuma.rsample)
+        flips = expected_costs(dist.log_p0(), dist.log_p_nonzero(), mask)[1]
+        difference = weighted(states, mask).penalty - plain(states, mask).penalty
+    assert float(difference) == pytest.approx(0.5 * float(flips.mean()), rel=1e-5) and float(difference) > 0
+    with pytest.raises(ValueError):
+        HardKumaSelector(4, transitions=0.02, coherence=0.5)
 
 
 @pytest.mark.parametrize("dependent", [False, True])

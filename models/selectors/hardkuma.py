@@ -13,7 +13,9 @@ is conditioned on the sampled prefix (appendix B.1.2). Lagrange multipliers
 (``selection``: two-sided, so a user who asks for 13% gets 13% even where the
 task alone would select less, with an augmented-Lagrangian term
 ``rho/2 c^2`` that damps the multipliers' oscillation) and the transitions
-*at most* at theirs.
+*at most* at theirs. Instead of a transitions target, ``coherence`` puts a
+fixed weight on the expected number of transitions per document, as in the
+paper's beer runs (appendix B.1: a weight from 1e-4 to 4e-4).
 
 Test time (section 5, "Deterministic predictions"): per token the most likely
 of z = 0, z = 1 and 0 < z < 1; in the continuous case the mean of the
@@ -33,14 +35,12 @@ from models.selectors.dependent import DependentScan
 
 
 def expected_costs(log_p0: Tensor, log_nonzero: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
-    """Batch means of expected L0 per token (eq. 11) and expected transitions per token (eq. 12)."""
+    """Expected L0 (eq. 11) and expected number of transitions (eq. 12) per document, ``[B]`` each."""
     p0 = torch.exp(log_p0) * mask
     nonzero = torch.exp(log_nonzero) * mask
-    lengths = mask.sum(-1).clamp_min(1.0)
-    l0 = (nonzero.sum(-1) / lengths).mean()
     pair = mask[:, 1:] * mask[:, :-1]
     transitions = (p0[:, :-1] * nonzero[:, 1:] + nonzero[:, :-1] * p0[:, 1:]) * pair
-    return l0, (transitions.sum(-1) / lengths).mean()
+    return nonzero.sum(-1), transitions.sum(-1)
 
 
 def most_likely(dist: HardKuma) -> Tensor:
@@ -56,6 +56,7 @@ class HardKumaSelector(Selector):
         input_size: int,
         selection: float = 0.13,
         transitions: float | None = None,
+        coherence: float | None = None,
         dependent: bool = False,
         z_hidden: int = 30,
         lagrange_lr: float = 0.05,
@@ -65,7 +66,9 @@ class HardKumaSelector(Selector):
         lambda_max: float = 5.0,
     ):
         super().__init__()
-        self.selection, self.transitions = selection, transitions
+        if transitions is not None and coherence is not None:
+            raise ValueError("give a transitions target or a fixed coherence weight, not both")
+        self.selection, self.transitions, self.coherence = selection, transitions, coherence or 0.0
         self.scan = DependentScan(input_size, 2, z_hidden) if dependent else None
         self.shape_layer = None if dependent else nn.Linear(input_size, 2)
         options = dict(init=lambda_init, lr=lagrange_lr, alpha=lagrange_alpha, maximum=lambda_max)
@@ -84,8 +87,10 @@ class HardKumaSelector(Selector):
 
     def forward(self, states: Tensor, mask: Tensor) -> Selection:
         z, dist = self.run(states, mask, HardKuma.rsample)
-        l0, transitions = expected_costs(dist.log_p0(), dist.log_p_nonzero(), mask)
-        penalty = self.lambda_l0(l0 - self.selection)
+        nonzero, flips = expected_costs(dist.log_p0(), dist.log_p_nonzero(), mask)
+        lengths = mask.sum(-1).clamp_min(1.0)
+        l0, transitions = (nonzero / lengths).mean(), (flips / lengths).mean()
+        penalty = self.lambda_l0(l0 - self.selection) + self.coherence * flips.mean()
         if self.lambda_transitions is not None:
             penalty = penalty + self.lambda_transitions(transitions - self.transitions)
         tokens = mask.sum().clamp_min(1.0)
