@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from rationale_cli.config import FIELD_TYPES, resolve
+from rationale_cli.config import FIELD_TYPES, TrainConfig, resolve, resume_config
 from rationale_cli.errors import UserError
 
 app = typer.Typer(
@@ -115,6 +115,9 @@ def train(
     device: Optional[str] = typer.Option(None, help="auto, cpu or cuda [auto]."),
     config: Optional[Path] = typer.Option(None, help="TOML file with any of these options (the command line wins)."),
     force: bool = typer.Option(False, help="Replace an existing run directory."),
+    resume: bool = typer.Option(False, help="Go on training the run in --out after its last finished epoch, "
+                                "as if it had not stopped; only --epochs, --time-limit, --patience, --device "
+                                "and where the data is read from may change."),
 ):
     """Train a select-then-predict model and write a run directory."""
     given = dict(locals())
@@ -126,7 +129,8 @@ def train(
     from models.selectors.bernoulli import BASELINES
     from models.selectors.sparse_attention import ATTENTIONS
 
-    cfg = resolve(config, {k: v for k, v in given.items() if k in FIELD_TYPES})
+    options = {k: v for k, v in given.items() if k in FIELD_TYPES}
+    cfg = resumed(out, config, force, options) if resume else resolve(config, options)
     if not cfg.data:
         raise UserError("no training data: give --data PATH (or 'demo'), or data = ... in --config")
     check_choice("--format", cfg.format, FORMATS)
@@ -141,7 +145,7 @@ def train(
         raise UserError("hardkuma takes a --transitions target or a fixed --coherence weight, not both")
     if cfg.time_limit < 0:
         raise UserError(f"--time-limit {cfg.time_limit:g}: expected minutes >= 0 (0 = no limit)")
-    if (out / "model.safetensors").exists() and not force:
+    if (out / "model.safetensors").exists() and not force and not resume:
         raise UserError(f"{out}: a trained run is already there; choose another --out or pass --force")
     console = stderr()
     reader = dict(fmt=cfg.format, aspect=cfg.aspect, text_col=cfg.text_col, label_col=cfg.label_col)
@@ -152,9 +156,21 @@ def train(
         valid_records = datasets.load(cfg.data, "valid", **reader)
     else:
         train_records, valid_records = split_validation(train_records, cfg.valid_fraction)
-    metrics = train_model(cfg, train_records, valid_records, out, console)
+    metrics = train_model(cfg, train_records, valid_records, out, console, resume=resume)
     console.print(f"best epoch {metrics['best_epoch']}; run saved to {out}", highlight=False)
     stdout().print(metrics_table(metrics["valid"], f"validation ({len(valid_records):,} documents)"))
+
+
+def resumed(out: Path, config: Optional[Path], force: bool, options: dict) -> TrainConfig:
+    """The options of the run in ``out`` to go on with (``train --resume``)."""
+    from rationale_cli.checkpoint import RESUME
+    from rationale_cli.rundir import read_json
+
+    if config is not None or force:
+        raise UserError("--resume goes on with the run's own options and files; it takes no --config or --force")
+    if not (out / RESUME).is_file():
+        raise UserError(f"{out}: nothing to resume (no {RESUME}; runs save it after each epoch)")
+    return resume_config(read_json(out / "config.json"), options, str(out / "config.json"))
 
 
 def metrics_table(metrics: dict, title: str) -> Table:
@@ -326,7 +342,7 @@ def demo(
         stderr().rule("1/3  train on the synthetic beer-like corpus (aspect: appearance, select 20%)")
         options = {**{name: None for name in FIELD_TYPES}, **DEMO_OPTIONS}
         options.update(extractor=extractor, encoder=encoder, epochs=epochs, seed=seed)
-        train(out=workdir, config=None, force=out is None, **options)
+        train(out=workdir, config=None, force=out is None, resume=False, **options)
         stderr().rule("2/3  evaluate on the test split")
         evaluate(run=workdir, data="demo", format="auto", aspect=None, json_out=None, batch_size=64, device="auto")
         stderr().rule("3/3  explain three test reviews")

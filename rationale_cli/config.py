@@ -140,3 +140,18 @@ def resolve(config_file: str | Path | None, cli: dict[str, Any]) -> TrainConfig:
         values.update(load_toml(config_file))
     values.update({k: v for k, v in cli.items() if v is not None})
     return TrainConfig(**from_dict(values, "command line"))
+
+
+RESUMABLE = ("data", "format", "aspect", "valid", "valid_fraction", "text_col", "label_col",
+             "epochs", "time_limit", "patience", "device")
+
+
+def resume_config(saved: dict[str, Any], cli: dict[str, Any], source: str) -> TrainConfig:
+    """A run's saved options, with the few that may change when it goes on (``RESUMABLE``:
+    where the data is read from, how long to train, the device) taken from the command line."""
+    given = {k: v for k, v in cli.items() if v is not None}
+    fixed = sorted(set(given) - set(RESUMABLE))
+    if fixed:
+        names = ", ".join("--" + name.replace("_", "-") for name in fixed)
+        raise UserError(f"--resume goes on with the run's own options; it cannot change {names}")
+    return TrainConfig(**{**from_dict(saved, source), **from_dict(given, "command line")})

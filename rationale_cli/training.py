@@ -18,11 +18,13 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from rationale_cli.batching import Batch, length_batches, make_batch
+from rationale_cli.checkpoint import data_fingerprint, load_checkpoint, save_checkpoint
 from rationale_cli.config import TrainConfig
 from rationale_cli.devices import resolve_device
+from rationale_cli.errors import UserError
 from rationale_cli.inference import evaluate
 from rationale_cli.records import Record
-from rationale_cli.rundir import build_model, save_run, save_weights, write_json
+from rationale_cli.rundir import build_model, load_run, save_run, save_weights, write_json
 from rationale_cli.task import Task, infer_task
 from rationale_cli.vectors import load_vectors
 from rationale_cli.vocab import Vocab
@@ -99,17 +101,9 @@ def training_step(model, task: Task, batch: Batch, optimizer: torch.optim.Optimi
     return loss.item(), selection
 
 
-def train_model(
-    config: TrainConfig,
-    train_records: list[Record],
-    valid_records: list[Record],
-    out: Path,
-    console: Console,
-) -> dict:
-    """Train, writing the run directory ``out`` as it goes; returns the metrics."""
-    torch.manual_seed(config.seed)
-    rng = random.Random(config.seed)
-    device = resolve_device(config.device)
+def fresh_model(config: TrainConfig, train_records: list[Record], out: Path, console: Console, device):
+    """The vocabulary, task and a new model for a run that starts from scratch; writes
+    everything of the run directory but the weights and metrics."""
     task = infer_task([r.label for r in train_records], config.task)
     vocab = Vocab.build((r.tokens for r in train_records), min_freq=config.min_freq, max_size=config.max_vocab)
     vectors = None
@@ -123,20 +117,50 @@ def train_model(
         )
     model = build_model(config, len(vocab), task, vectors).to(device)
     save_run(out, config, vocab, task)
+    return vocab, task, model
+
+
+def train_model(
+    config: TrainConfig,
+    train_records: list[Record],
+    valid_records: list[Record],
+    out: Path,
+    console: Console,
+    resume: bool = False,
+) -> dict:
+    """Train, writing the run directory ``out`` as it goes; returns the metrics. With
+    ``resume``, go on from the last epoch saved in ``out`` (see ``checkpoint``)."""
+    torch.manual_seed(config.seed)
+    rng = random.Random(config.seed)
+    device = resolve_device(config.device)
+    fingerprint = data_fingerprint(train_records, valid_records)
+    if resume:
+        run = load_run(out, device)
+        vocab, task, model = run.vocab, run.task, run.model
+    else:
+        vocab, task, model = fresh_model(config, train_records, out, console, device)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.Adam(params, lr=config.lr, weight_decay=config.weight_decay)
+    history, best, stale, done, seconds_before = [], None, 0, 0, 0.0
+    if resume:
+        state = load_checkpoint(out, model, optimizer, rng, device)
+        if state["fingerprint"] != fingerprint:
+            raise UserError(f"{out}: the training or validation data differ from the ones this run was trained on")
+        history, best, stale, done = state["history"], state["best"], state["stale"], state["epoch"]
+        seconds_before = state["train_seconds"]
+        if done >= config.epochs:
+            raise UserError(f"{out}: already trained for {done} epochs; give --epochs more than {done} to go on")
+        write_json(out / "config.json", config.to_dict())
+        console.print(f"resuming after epoch {done} (best so far: epoch {best['epoch']})", highlight=False)
     console.print(
         f"training {config.extractor} extractor, {config.encoder} encoder, {task.name}: "
         f"{len(train_records):,} train / {len(valid_records):,} valid documents, "
         f"vocabulary {len(vocab):,}, {sum(p.numel() for p in params):,} trainable parameters, device {device}",
         highlight=False,
     )
-    history = []
-    best = None
-    stale = 0
     started = time.perf_counter()
     n_batches = (len(train_records) + config.batch_size - 1) // config.batch_size
-    for epoch in range(1, config.epochs + 1):
+    for epoch in range(done + 1, config.epochs + 1):
         epoch_start = time.perf_counter()
         model.train()
         total, count = 0.0, 0
@@ -168,8 +192,11 @@ def train_model(
                     group["lr"] *= config.lr_decay
         console.print(summary_line(epoch, config.epochs, total / count, valid, stats, seconds) + (" *" if improved else ""),
                       highlight=False, soft_wrap=True)
+        train_seconds = seconds_before + time.perf_counter() - started
         metrics = {"best_epoch": best["epoch"], "valid": best["valid"], "history": history,
-                   "train_seconds": time.perf_counter() - started}
+                   "train_seconds": train_seconds}
+        save_checkpoint(out, model, optimizer, rng, device, {"epoch": epoch, "stale": stale, "best": best,
+                        "history": history, "train_seconds": train_seconds, "fingerprint": fingerprint})
         write_json(out / "metrics.json", metrics)
         if config.patience > 0 and stale >= config.patience:
             console.print(f"early stop: no improvement in validation loss for {stale} epochs", highlight=False)

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from safetensors.torch import load_file
 from typer.testing import CliRunner
 
@@ -68,6 +69,45 @@ def test_time_limit_stops_before_an_epoch_that_would_pass_it(tmp_path):
     metrics = json.loads((out / "metrics.json").read_text())
     assert len(metrics["history"]) == 1 and metrics["best_epoch"] == 1
     assert (out / "model.safetensors").is_file()
+
+
+@pytest.mark.parametrize("extra", [SMALL, ["--extractor", "hardkuma", "--encoder", "lstm", "--embedding-dim", "8",
+                                             "--hidden-size", "8", "--batch-size", "100", "--dropout", "0.3"]])
+def test_resume_ends_where_an_uninterrupted_run_ends(tmp_path, extra):
+    whole, halves = tmp_path / "whole", tmp_path / "halves"
+    assert invoke("train", "--data", "demo", "--out", whole, "--epochs", 3, "--seed", 5, *extra).exit_code == 0
+    result = invoke("train", "--data", "demo", "--out", halves, "--epochs", 3, "--seed", 5, "--time-limit", 1e-6, *extra)
+    assert result.exit_code == 0 and "time limit" in result.output
+    result = invoke("train", "--out", halves, "--resume", "--epochs", 3, "--time-limit", 0)
+    assert result.exit_code == 0, result.output
+    assert "resuming after epoch 1" in result.output
+    for name in ("model.safetensors", "resume.safetensors"):
+        a, b = (load_file(str(run / name)) for run in (whole, halves))
+        assert a.keys() == b.keys()
+        assert all(torch.equal(a[k], b[k]) for k in a), name
+    a, b = (json.loads((run / "metrics.json").read_text()) for run in (whole, halves))
+    assert [h["train_loss"] for h in a["history"]] == [h["train_loss"] for h in b["history"]]
+    assert a["best_epoch"] == b["best_epoch"]
+    assert json.loads((halves / "config.json").read_text())["epochs"] == 3
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--resume", "--epochs", 2], "already trained for 2 epochs"),
+    (["--resume", "--epochs", 3, "--lr", 0.1], "cannot change --lr"),
+    (["--resume", "--epochs", 3, "--force"], "no --config or --force"),
+    (["--resume", "--epochs", 3, "--data", "demo", "--aspect", 1], "data differ"),
+])
+def test_resume_refuses_what_would_not_go_on_the_same_run(run_dir, args, expected):
+    before = {p.name: p.read_bytes() for p in run_dir.iterdir()}
+    result = invoke("train", "--out", run_dir, *args)
+    assert result.exit_code == 2, result.output
+    assert expected in result.output and len(result.output.strip().splitlines()) == 1
+    assert {p.name: p.read_bytes() for p in run_dir.iterdir()} == before
+
+
+def test_resume_needs_a_run_with_resume_state(tmp_path):
+    result = invoke("train", "--out", tmp_path / "none", "--resume")
+    assert result.exit_code == 2 and "nothing to resume" in result.output
 
 
 def test_out_of_time_judges_by_the_slowest_epoch():
