@@ -52,7 +52,8 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 
     Write the whole output to the yielded path (it exists, empty). When the
     block ends normally the file is flushed to disk and ``os.replace``-d onto
-    ``path``; when it raises (KeyboardInterrupt included), the temporary file
+    ``path`` with the permissions of a newly created file, whatever the writer
+    did to them; when it raises (KeyboardInterrupt included), the temporary file
     is deleted and ``path`` is untouched. The directory of ``path`` must exist.
 
         with atomic_path(run_dir / "model.safetensors") as tmp:
@@ -60,8 +61,11 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """
     target = Path(path)
     tmp = _create_temp(target)
+    mode = tmp.stat().st_mode & 0o777
     try:
         yield tmp
+        if tmp.stat().st_mode & 0o777 != mode:  # a writer that replaced the file (safetensors does)
+            os.chmod(tmp, mode)
         _fsync(tmp)
         os.replace(tmp, target)
     except BaseException:

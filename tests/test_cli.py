@@ -41,6 +41,9 @@ def test_train_writes_a_complete_run_directory(run_dir):
     config = json.loads((run_dir / "config.json").read_text())
     assert config["encoder"] == "cnn" and config["extractor"] == "attention"
     assert not list(run_dir.glob("*.tmp*"))
+    # the weights get a new file's permissions, like the JSON files (safetensors alone writes 0600)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in run_dir.iterdir()}
+    assert len(set(modes.values())) == 1, modes
 
 
 def test_train_refuses_to_overwrite_a_run(run_dir):
