@@ -6,7 +6,7 @@
 #   2. beer runs in parallel, one per line of the file PLAN (a name, then the arguments
 #      of benchmarks/beer.py; give `--time-limit MINUTES` after `--` to bound each);
 #   3. meanwhile, the CUDA path: every extractor trains one epoch on the demo corpus with
-#      --device cuda and is evaluated.
+#      --device cuda and is evaluated, and a resumed run is compared with an uninterrupted one.
 # Runs from a checkout without installing (PYTHONPATH=.); needs torch with CUDA, typer,
 # rich, numpy, safetensors (and entmax for sparse-attention); spaCy is not needed.
 #   DATA=../shared/data OUT=/tmp/gpu-check PLAN=plan.txt bash benchmarks/gpu_check.sh
@@ -39,6 +39,7 @@ for extractor in full attention hardkuma bernoulli simple topk corr-topk sparse-
     && python -m rationale_cli evaluate "$out/demo/$extractor" demo --device cuda --json "$out/demo/$extractor.json" \
       >> "$out/logs/demo-$extractor.log" 2>&1 && echo "demo $extractor on cuda: ok" || echo "demo $extractor on cuda: FAILED"
 done
+python benchmarks/resume_check.py --device cuda || echo "resume check on cuda: FAILED"
 wait
 cp benchmarks/results.jsonl "$out/results.jsonl"
 grep -h "failed" "$out"/logs/*.log
