@@ -8,7 +8,8 @@ GloVe 6B 50-d subset, or ``--embeddings FILE`` (the papers used 200-d vectors tr
 on beer reviews, not available; ``beer_vectors.py`` trains such vectors here).
 With ``--pooled`` the training side also gets the other aspects' heldout reviews
 (about 29,000 more, each labelled with this aspect's score; the 1,000 validation
-reviews and repeats left out); validation and test stay as they are.
+reviews and repeats left out); validation and test stay as they are. With
+``--train-size N`` it trains on the first N of the aspect's 9,000 (a learning curve).
 
     python benchmarks/beer.py --extractor full --aspects 0 1 2 --seeds 0
 
@@ -59,10 +60,24 @@ def pooled_split(beer: Path, aspect: int, folder: Path) -> tuple[Path, Path, int
             if text not in seen:
                 seen.add(text)
                 pooled.append(dataclasses.replace(record, id=f"{source}:{record.id}"))
+    return write_split(pooled, valid, folder)
+
+
+def subset_split(beer: Path, aspect: int, size: int, folder: Path) -> tuple[Path, Path, int]:
+    """The first ``size`` reviews of the aspect's 9,000 / 1,000 training split, and its
+    validation reviews; returns the training and validation JSONL files and the size."""
+    own = read_records(beer / f"reviews.aspect{aspect}.heldout.txt.gz", "beer", aspect=aspect)
+    train, valid = split_validation(own, 0.1)
+    if not 0 < size <= len(train):
+        raise SystemExit(f"--train-size {size}: expected 1 to {len(train):,}")
+    return write_split(train[:size], valid, folder)
+
+
+def write_split(train, valid, folder: Path) -> tuple[Path, Path, int]:
     folder.mkdir(parents=True, exist_ok=True)
-    write_jsonl(pooled, folder / "train.jsonl")
+    write_jsonl(train, folder / "train.jsonl")
     write_jsonl(valid, folder / "valid.jsonl")
-    return folder / "train.jsonl", folder / "valid.jsonl", len(pooled)
+    return folder / "train.jsonl", folder / "valid.jsonl", len(train)
 
 
 def main() -> None:
@@ -77,12 +92,16 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--pooled", action="store_true",
                         help="also train on the other aspects' heldout reviews (labelled with this aspect's score)")
+    parser.add_argument("--train-size", type=int, default=None,
+                        help="train on the first N of the aspect's 9,000 training reviews (validation unchanged)")
     parser.add_argument("--embeddings", default=None,
                         help="word vectors (default: the GloVe 6B 50-d subset in --data-dir; "
                              "benchmarks/beer_vectors.py makes beer-domain ones)")
     parser.add_argument("--runs", default=None, help="keep run directories here (default: a temporary folder)")
     parser.add_argument("train_args", nargs=argparse.REMAINDER, help="after --: extra options for `rationale train`")
     args = parser.parse_args()
+    if args.pooled and args.train_size:
+        parser.error("--pooled and --train-size do not go together")
     data = Path(args.data_dir)
     commit = git_commit()  # the code the runs start from (the checkout may move on while they train)
     default_targets = {0: 0.13, 1: 0.07, 2: 0.07, 3: 0.07, 4: 0.07}
@@ -91,12 +110,16 @@ def main() -> None:
     vectors = args.embeddings or str(data / "glove_6B_50d_subset" / "glove.6B.50d.subset.txt.gz")
     # runs with other options (or other vectors) apart
     options = hashlib.sha1(" ".join(extra + ([vectors] if args.embeddings else [])).encode()).hexdigest()[:8]
-    pool = "-pooled" if args.pooled else ""
+    pool = "-pooled" if args.pooled else f"-n{args.train_size}" if args.train_size else ""
     encoder = ["--encoder", args.encoder] if args.encoder else []
     for i, aspect in enumerate(args.aspects):
         target = args.selection[i] if args.selection else default_targets[aspect]
         if args.pooled:
             train_file, valid_file, train_size = pooled_split(data / "beer", aspect, runs / f"pooled-a{aspect}")
+            split = ["--data", str(train_file), "--valid", str(valid_file)]
+        elif args.train_size:
+            train_file, valid_file, train_size = subset_split(data / "beer", aspect, args.train_size,
+                                                              runs / f"subset-a{aspect}-{args.train_size}")
             split = ["--data", str(train_file), "--valid", str(valid_file)]
         else:
             train_size = 9000

@@ -56,3 +56,15 @@ def test_word2vec_corpus_is_the_review_text_of_every_heldout_file_once(tmp_path)
     (tmp_path / "annotations.json").write_text('{"x": ["test", "review"]}\n')
     texts = load_script("beer_vectors").reviews(tmp_path)
     assert sorted(texts) == [["a", "fine", "head"], ["sweet", "nose"], ["thin", "body"]]
+
+
+def test_subset_split_is_the_start_of_the_training_split_with_the_same_validation(tmp_path):
+    beer = tmp_path / "beer"
+    beer.mkdir()
+    write_heldout(beer, 1, [([0.5, 0.1 * (i % 10), 0.5, 0.5, 0.5], f"review {i}") for i in range(40)])
+    train, valid = split_validation(read_records(beer / "reviews.aspect1.heldout.txt.gz", "beer", aspect=1), 0.1)
+    train_file, valid_file, size = load_script("beer").subset_split(beer, 1, 9, tmp_path / "subset")
+    rows = [json.loads(line) for line in train_file.read_text().splitlines()]
+    assert size == 9 and [r["tokens"] for r in rows] == [r.tokens for r in train[:9]]
+    assert [r["score"] for r in rows] == [r.label for r in train[:9]]
+    assert [json.loads(line)["tokens"] for line in valid_file.read_text().splitlines()] == [r.tokens for r in valid]
