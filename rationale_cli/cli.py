@@ -164,12 +164,13 @@ def train(
 def resumed(out: Path, config: Optional[Path], force: bool, options: dict) -> TrainConfig:
     """The options of the run in ``out`` to go on with (``train --resume``)."""
     from rationale_cli.checkpoint import RESUME
-    from rationale_cli.rundir import read_json
+    from rationale_cli.rundir import read_json, require_run_files
 
     if config is not None or force:
         raise UserError("--resume goes on with the run's own options and files; it takes no --config or --force")
     if not (out / RESUME).is_file():
         raise UserError(f"{out}: nothing to resume (no {RESUME}; runs save it after each epoch)")
+    require_run_files(out)
     return resume_config(read_json(out / "config.json"), options, str(out / "config.json"))
 
 

@@ -89,14 +89,19 @@ def read_json(path: Path):
         raise UserError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
 
 
-def load_run(path: str | Path, device: str | torch.device = "cpu") -> Run:
-    """Load a run directory, checking its version and that weights match the config."""
-    path = Path(path)
+def require_run_files(path: Path) -> None:
+    """One clear error unless ``path`` is a folder holding every file of a run."""
     if not path.is_dir():
         raise UserError(f"{path}: not a run directory (expected a folder made by `rationale train`)")
     missing = [name for name in FILES if not (path / name).is_file()]
     if missing:
         raise UserError(f"{path}: incomplete run directory, missing {', '.join(missing)}")
+
+
+def load_run(path: str | Path, device: str | torch.device = "cpu") -> Run:
+    """Load a run directory, checking its version and that weights match the config."""
+    path = Path(path)
+    require_run_files(path)
     found = read_json(path / "versions.json").get("format_version")
     if found != FORMAT_VERSION:
         raise UserError(

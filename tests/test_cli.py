@@ -108,9 +108,15 @@ def test_resume_refuses_what_would_not_go_on_the_same_run(run_dir, args, expecte
     assert {p.name: p.read_bytes() for p in run_dir.iterdir()} == before
 
 
-def test_resume_needs_a_run_with_resume_state(tmp_path):
+def test_resume_needs_a_complete_run_with_resume_state(run_dir, tmp_path):
     result = invoke("train", "--out", tmp_path / "none", "--resume")
     assert result.exit_code == 2 and "nothing to resume" in result.output
+    damaged = tmp_path / "damaged"
+    damaged.mkdir()
+    (damaged / "resume.safetensors").write_bytes((run_dir / "resume.safetensors").read_bytes())
+    result = invoke("train", "--out", damaged, "--resume", "--epochs", 5)
+    assert result.exit_code == 2 and "incomplete run directory" in result.output
+    assert len(result.output.strip().splitlines()) == 1
 
 
 def test_out_of_time_judges_by_the_slowest_epoch():
