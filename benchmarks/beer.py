@@ -110,7 +110,7 @@ def main() -> None:
     vectors = args.embeddings or str(data / "glove_6B_50d_subset" / "glove.6B.50d.subset.txt.gz")
     # runs with other options (or other vectors) apart
     options = hashlib.sha1(" ".join(extra + ([vectors] if args.embeddings else [])).encode()).hexdigest()[:8]
-    pool = "-pooled" if args.pooled else f"-n{args.train_size}" if args.train_size else ""
+    data_suffix = "-pooled" if args.pooled else f"-n{args.train_size}" if args.train_size else ""
     encoder = ["--encoder", args.encoder] if args.encoder else []
     for i, aspect in enumerate(args.aspects):
         target = args.selection[i] if args.selection else default_targets[aspect]
@@ -126,7 +126,7 @@ def main() -> None:
             split = ["--data", str(data / "beer" / f"reviews.aspect{aspect}.heldout.txt.gz"),
                      "--aspect", str(aspect), "--valid-fraction", "0.1"]
         for seed in args.seeds:
-            run = runs / f"{args.extractor}-{args.encoder or 'default'}-a{aspect}-t{target:g}-s{seed}-{options}{pool}"
+            run = runs / f"{args.extractor}-{args.encoder or 'default'}-a{aspect}-t{target:g}-s{seed}-{options}{data_suffix}"
             train_cmd, seconds = rationale(
                 "train", *split,
                 "--embeddings", vectors,

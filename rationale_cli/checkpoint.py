@@ -57,14 +57,12 @@ def load_checkpoint(out: Path, model: torch.nn.Module, optimizer: torch.optim.Op
     """Restore the model, optimizer and random states saved by :func:`save_checkpoint`;
     returns the loop's counters."""
     path = out / RESUME
-    if not path.is_file():
-        raise UserError(f"{path}: no resume state (it is written after each epoch by this version)")
     try:
         with safe_open(str(path), framework="pt") as handle:
             meta = json.loads(handle.metadata()["state"])
             tensors = {key: handle.get_tensor(key) for key in handle.keys()}
     except (SafetensorError, OSError, KeyError, json.JSONDecodeError) as err:
-        raise UserError(f"{path}: unreadable resume state ({err})") from None
+        raise UserError(f"{path}: missing or unreadable resume state ({err})") from None
     weights = {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
     try:
         model.load_state_dict(weights)
