@@ -11,17 +11,19 @@
 The convolutional predictor of ``l2x`` and ``sst-*`` (D.6): two width-3 convolutions of
 ``hidden`` filters with ReLU over the masked embeddings, max-pooled, then dropout, a
 ``hidden``-unit ReLU layer and the output layer. The papers use 100 filters.
+
+:data:`ARCHITECTURES` maps each name to an :class:`ArchitectureEntry` (a one-line help
+and a builder); adding an architecture is one entry there.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from torch import nn
 
-from models.encoders import ENCODERS, CNNEncoder, Encoder, L2XEncoder, build_encoder
-
-ARCHITECTURES = (*ENCODERS, "l2x", "sst-simple", "sst-complex")
+from models.encoders import CNNEncoder, Encoder, L2XEncoder, build_encoder
 
 
 @dataclass
@@ -31,22 +33,57 @@ class Architecture:
     output: nn.Module
 
 
+@dataclass(frozen=True)
+class ArchitectureEntry:
+    """A registry entry: ``help`` (one line) and ``build(input_size, hidden_size, outputs, dropout)``,
+    all three parts (the selector encoder included)."""
+
+    help: str
+    build: Callable[[int, int, int, float], Architecture]
+
+
+def _same_encoder(kind: str) -> Callable[[int, int, int, float], Architecture]:
+    """Encoder ``kind`` on both sides and a linear output layer."""
+    def build(input_size: int, hidden_size: int, outputs: int, dropout: float) -> Architecture:
+        selector = build_encoder(kind, input_size, hidden_size, dropout=dropout)
+        predictor = build_encoder(kind, input_size, hidden_size, dropout=dropout)
+        return Architecture(selector, predictor, nn.Sequential(nn.Dropout(dropout),
+                                                               nn.Linear(predictor.output_size, outputs)))
+    return build
+
+
+def _conv_predictor(selector: Callable[[int, int, float], Encoder]) -> Callable[[int, int, int, float], Architecture]:
+    """``selector(input_size, hidden_size, dropout)`` and the D.6 convolutional predictor and head."""
+    def build(input_size: int, hidden_size: int, outputs: int, dropout: float) -> Architecture:
+        return Architecture(selector(input_size, hidden_size, dropout), CNNEncoder(input_size, hidden_size, layers=2),
+                            nn.Sequential(nn.Dropout(dropout), nn.Linear(hidden_size, hidden_size), nn.ReLU(),
+                                          nn.Linear(hidden_size, outputs)))
+    return build
+
+
+ARCHITECTURES: dict[str, ArchitectureEntry] = {
+    "rcnn": ArchitectureEntry("bidirectional bigram RCNN of Lei et al. (2016) on both sides",
+                              _same_encoder("rcnn")),
+    "lstm": ArchitectureEntry("bidirectional LSTM on both sides", _same_encoder("lstm")),
+    "cnn": ArchitectureEntry("one width-3 convolution, ReLU and max-pooling on both sides", _same_encoder("cnn")),
+    "l2x": ArchitectureEntry(
+        "the L2X selector (global and local branch) and a convolutional predictor (SIMPLE's beer setup)",
+        _conv_predictor(lambda i, h, dropout: L2XEncoder(i, h, dropout=dropout))),
+    "sst-simple": ArchitectureEntry(
+        "width-1 convolutions as selector and a convolutional predictor (Paulus et al. 2020, D.6)",
+        _conv_predictor(lambda i, h, dropout: CNNEncoder(i, h, layers=0, dropout=dropout))),
+    "sst-complex": ArchitectureEntry(
+        "two width-3 convolutions as selector and a convolutional predictor (Paulus et al. 2020, D.6)",
+        _conv_predictor(lambda i, h, dropout: CNNEncoder(i, h, layers=2, dropout=dropout))),
+}
+
+
 def build_architecture(name: str, input_size: int, hidden_size: int, outputs: int, *, dropout: float,
                        needs_selector: bool) -> Architecture:
     """The parts of :data:`ARCHITECTURES` ``name``; no selector encoder when ``needs_selector`` is false."""
     if name not in ARCHITECTURES:
         raise ValueError(f"unknown encoder {name!r}; expected one of {', '.join(ARCHITECTURES)}")
-    if name in ENCODERS:
-        selector = build_encoder(name, input_size, hidden_size, dropout=dropout)
-        predictor = build_encoder(name, input_size, hidden_size, dropout=dropout)
-        output = nn.Sequential(nn.Dropout(dropout), nn.Linear(predictor.output_size, outputs))
-    else:
-        if name == "l2x":
-            selector = L2XEncoder(input_size, hidden_size, dropout=dropout)
-        else:
-            layers = 0 if name == "sst-simple" else 2
-            selector = CNNEncoder(input_size, hidden_size, layers=layers, dropout=dropout)
-        predictor = CNNEncoder(input_size, hidden_size, layers=2)
-        output = nn.Sequential(nn.Dropout(dropout), nn.Linear(hidden_size, hidden_size), nn.ReLU(),
-                               nn.Linear(hidden_size, outputs))
-    return Architecture(selector if needs_selector else None, predictor, output)
+    parts = ARCHITECTURES[name].build(input_size, hidden_size, outputs, dropout)
+    if not needs_selector:
+        parts.selector_encoder = None
+    return parts

@@ -8,6 +8,7 @@ prints one line and exits with status 2.
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import shutil
 import tempfile
@@ -19,8 +20,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from rationale_cli.config import FIELD_TYPES, TrainConfig, resolve, resume_config
+from models.selectors import SELECTORS
+from rationale_cli.config import TRAIN_SPECS, TrainConfig, resolve, resume_config
 from rationale_cli.errors import UserError
+from rationale_cli.flags import extractor_epilog, train_parameters
+from rationale_cli.readers import FORMATS
 
 app = typer.Typer(
     add_completion=False,
@@ -29,7 +33,26 @@ app = typer.Typer(
     help="Rationale extraction: train select-then-predict models, then predict, explain and evaluate their rationales.",
 )
 
-FORMAT_HELP = "auto, beer, beer-annotations, eraser, jsonl, csv, tsv or text"
+FORMAT_HELP = ", ".join(FORMATS)
+# the settings of `rationale demo`, written out in examples/demo.toml (a test keeps them equal)
+DEMO_SETTINGS = dict(extractor="hardkuma", budget=0.2, transitions=0.06, embedding_dim=50, hidden_size=64,
+                     batch_size=20, lr=0.002, patience=0, epochs=12)
+
+
+def show_version(value: bool) -> None:
+    if value:
+        from rationale_cli import __version__
+
+        typer.echo(f"rationale-cli {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(
+    version: bool = typer.Option(False, "--version", callback=show_version, is_eager=True,
+                                 help="Print the version and exit."),
+):
+    """Rationale extraction: train select-then-predict models, then predict, explain and evaluate their rationales."""
 
 
 def stderr() -> Console:
@@ -57,94 +80,14 @@ def friendly(command):
     return wrapper
 
 
-def check_choice(option: str, value: str | None, choices) -> None:
-    if value is not None and value not in choices:
-        raise UserError(f"{option} {value}: expected one of {', '.join(choices)}")
-
-
-@app.command()
-@friendly
-def train(
-    data: Optional[str] = typer.Option(None, help="Training data: a file, an ERASER folder, or 'demo'."),
-    out: Path = typer.Option(..., help="Run directory to create."),
-    format: Optional[str] = typer.Option(None, help=f"Input format: {FORMAT_HELP}."),
-    aspect: Optional[int] = typer.Option(None, help="Beer aspect: 0 appearance, 1 aroma, 2 palate, 3 taste, 4 overall."),
-    valid: Optional[str] = typer.Option(None, help="Validation data (default: a split of the training data)."),
-    valid_fraction: Optional[float] = typer.Option(None, help="Share held out for validation when --valid is not given [0.1]."),
-    task: Optional[str] = typer.Option(None, help="auto, regression or classification [auto]."),
-    text_col: Optional[str] = typer.Option(None, help="CSV/TSV text column [text]."),
-    label_col: Optional[str] = typer.Option(None, help="CSV/TSV label column [label]."),
-    encoder: Optional[str] = typer.Option(None, help="Architecture: rcnn, lstm, cnn, l2x, sst-simple or sst-complex [l2x for simple, sst-complex for topk and corr-topk, rcnn otherwise]."),
-    extractor: Optional[str] = typer.Option(None, help="Rationale extractor: full, attention, hardkuma, bernoulli, simple, topk, corr-topk, sparse-attention, sparsemap or topk-sparsemax [full]."),
-    selection: Optional[float] = typer.Option(None, help="Share of tokens to select: attention's top share, hardkuma's target, the budget of sparsemap and topk-sparsemax [0.13]."),
-    transitions: Optional[float] = typer.Option(None, help="hardkuma: at most this rate of 0/1 transitions per token [no limit]."),
-    dependent: Optional[bool] = typer.Option(None, "--dependent/--independent", help="hardkuma: condition each z on the previous ones (Bastings et al. 6.1) [independent]."),
-    lagrange_lr: Optional[float] = typer.Option(None, help="hardkuma, bernoulli --lagrangian: step size of the multiplicative Lagrange multiplier updates [0.05]."),
-    lagrange_rho: Optional[float] = typer.Option(None, help="hardkuma, bernoulli --lagrangian --exact-penalty: weight of the augmented-Lagrangian term rho/2 (rate - target)^2 [20 for bernoulli, 1 for hardkuma]."),
-    sparsity: Optional[float] = typer.Option(None, help="bernoulli: cost per selected token, lambda0 of Lei et al. [0.0003]."),
-    coherence: Optional[float] = typer.Option(None, help="bernoulli: cost per 0/1 transition, lambda1 [2 x sparsity]; hardkuma: fixed weight on the expected transitions per document, instead of a --transitions target (the paper used 1e-4 to 4e-4) [none]."),
-    baseline: Optional[str] = typer.Option(None, help="bernoulli: REINFORCE baseline none, ema or loo [ema]."),
-    samples: Optional[int] = typer.Option(None, help="bernoulli: rationales sampled per document [1]."),
-    lagrangian: Optional[bool] = typer.Option(None, "--lagrangian/--fixed-penalty", help="bernoulli: hold the rate at --selection with a multiplier (added to the --sparsity cost: give --sparsity 0 to leave the rate to the multiplier) [fixed]."),
-    exact_penalty: Optional[bool] = typer.Option(None, "--exact-penalty/--sampled-penalty", help="bernoulli (independent): differentiate the expected sparsity and coherence costs exactly instead of sampling them through REINFORCE as Lei et al. [exact]."),
-    k: Optional[int] = typer.Option(None, "--k", help="simple, topk, corr-topk: rationale size in tokens [10]."),
-    top_masks: Optional[int] = typer.Option(None, help="topk-sparsemax: how many of the best masks sparsemax chooses among [10]."),
-    pairwise: Optional[bool] = typer.Option(None, "--pairwise/--no-pairwise", help="sparsemap: a learned coherence score for adjacent selected tokens [off]."),
-    tau: Optional[float] = typer.Option(None, help="topk, corr-topk: temperature of the relaxation [1.0]."),
-    straight_through: Optional[bool] = typer.Option(None, "--straight-through/--relaxed", help="topk, corr-topk: hard sample forward, relaxed gradient [relaxed]."),
-    kl_weight: Optional[float] = typer.Option(None, help="simple: weight of KL(p(z | k) || uniform) in the loss [0]."),
-    attention: Optional[str] = typer.Option(None, help="sparse-attention: the sparse map, sparsemax, fusedmax (contiguous) or oscarmax (clustered) [sparsemax]."),
-    gamma: Optional[float] = typer.Option(None, help="sparse-attention: regularization strength gamma, larger is denser [1.0]."),
-    lam: Optional[float] = typer.Option(None, "--lambda", help="sparse-attention: fusion strength of fusedmax / oscarmax [0.1 / 0.01]."),
-    embeddings: Optional[str] = typer.Option(None, help="Pretrained vectors, GloVe or word2vec text (.gz too)."),
-    embedding_dim: Optional[int] = typer.Option(None, help="Embedding size without --embeddings [200]."),
-    fix_embeddings: Optional[bool] = typer.Option(None, "--fix-embeddings/--train-embeddings", help="Keep embeddings fixed [fixed]."),
-    hidden_size: Optional[int] = typer.Option(None, help="Encoder hidden size per direction [200]."),
-    dropout: Optional[float] = typer.Option(None, help="Dropout [0.1]."),
-    min_freq: Optional[int] = typer.Option(None, help="Minimum token frequency for the vocabulary [1]."),
-    max_vocab: Optional[int] = typer.Option(None, help="Maximum vocabulary size [unlimited]."),
-    epochs: Optional[int] = typer.Option(None, help="Maximum epochs [20]."),
-    batch_size: Optional[int] = typer.Option(None, help="Batch size [256]."),
-    lr: Optional[float] = typer.Option(None, help="Adam learning rate [0.0004]."),
-    weight_decay: Optional[float] = typer.Option(None, help="Weight decay [1e-6]."),
-    lr_decay: Optional[float] = typer.Option(None, help="Multiply the learning rate by this when validation loss does not improve [1.0: off]."),
-    clip: Optional[float] = typer.Option(None, help="Gradient norm clipping, 0 = off [5.0]."),
-    patience: Optional[int] = typer.Option(None, help="Early stopping after this many epochs without improvement, 0 = off [5]."),
-    time_limit: Optional[float] = typer.Option(None, help="Minutes of training at most: no epoch is started that the slowest one so far says would end later, 0 = off [0]."),
-    seed: Optional[int] = typer.Option(None, help="Random seed [0]."),
-    device: Optional[str] = typer.Option(None, help="auto, cpu or cuda [auto]."),
-    config: Optional[Path] = typer.Option(None, help="TOML file with any of these options (the command line wins)."),
-    force: bool = typer.Option(False, help="Replace an existing run directory."),
-    resume: bool = typer.Option(False, help="Go on training the run in --out after its last finished epoch, "
-                                "as if it had not stopped; only --epochs, --time-limit, --patience, --device "
-                                "and where the data is read from may change."),
-):
+def train(out: Path, config: Optional[Path], force: bool, resume: bool, **options):
     """Train a select-then-predict model and write a run directory."""
-    given = dict(locals())
     from rationale_cli import datasets
-    from rationale_cli.readers import FORMATS
     from rationale_cli.training import split_validation, train_model
-    from models.architectures import ARCHITECTURES
-    from models.selectors import SELECTORS
-    from models.selectors.bernoulli import BASELINES
-    from models.selectors.sparse_attention import ATTENTIONS
 
-    options = {k: v for k, v in given.items() if k in FIELD_TYPES}
     cfg = resumed(out, config, force, options) if resume else resolve(config, options)
     if not cfg.data:
         raise UserError("no training data: give --data PATH (or 'demo'), or data = ... in --config")
-    check_choice("--format", cfg.format, FORMATS)
-    check_choice("--encoder", cfg.encoder, ARCHITECTURES)
-    check_choice("--extractor", cfg.extractor, tuple(SELECTORS))
-    check_choice("--task", cfg.task, ("auto", "regression", "classification"))
-    check_choice("--baseline", cfg.baseline, BASELINES)
-    check_choice("--attention", cfg.attention, ATTENTIONS)
-    if cfg.baseline == "loo" and cfg.samples < 2:
-        raise UserError("--baseline loo needs --samples 2 or more")
-    if cfg.extractor == "hardkuma" and cfg.transitions is not None and cfg.coherence is not None:
-        raise UserError("hardkuma takes a --transitions target or a fixed --coherence weight, not both")
-    if cfg.time_limit < 0:
-        raise UserError(f"--time-limit {cfg.time_limit:g}: expected minutes >= 0 (0 = no limit)")
     if (out / "model.safetensors").exists() and not force and not resume:
         raise UserError(f"{out}: a trained run is already there; choose another --out or pass --force")
     console = stderr()
@@ -159,6 +102,31 @@ def train(
     metrics = train_model(cfg, train_records, valid_records, out, console, resume=resume)
     console.print(f"best epoch {metrics['best_epoch']}; run saved to {out}", highlight=False)
     stdout().print(metrics_table(metrics["valid"], f"validation ({len(valid_records):,} documents)"))
+
+
+def train_command():
+    """``train`` as typer sees it: the fixed options, then every declared option (:mod:`flags`)."""
+    fixed = [
+        inspect.Parameter("out", inspect.Parameter.KEYWORD_ONLY, annotation=Path,
+                          default=typer.Option(..., help="Run directory to create.", rich_help_panel="Run")),
+        inspect.Parameter("config", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[Path],
+                          default=typer.Option(None, help="TOML file with any of these options as keys "
+                                               "(the command line wins).", rich_help_panel="Run")),
+        inspect.Parameter("force", inspect.Parameter.KEYWORD_ONLY, annotation=bool,
+                          default=typer.Option(False, "--force", help="Replace an existing run directory.",
+                                               rich_help_panel="Run")),
+        inspect.Parameter("resume", inspect.Parameter.KEYWORD_ONLY, annotation=bool,
+                          default=typer.Option(False, "--resume", help="Go on training the run in --out after "
+                                               "its last finished epoch, as if it had not stopped; only --epochs, "
+                                               "--time-limit, --patience, --device and where the data is read "
+                                               "from may change.", rich_help_panel="Run")),
+    ]
+    command = friendly(train)
+    command.__signature__ = inspect.Signature(fixed + train_parameters())
+    return command
+
+
+app.command("train", epilog=extractor_epilog())(train_command())
 
 
 def resumed(out: Path, config: Optional[Path], force: bool, options: dict) -> TrainConfig:
@@ -278,8 +246,10 @@ def explain(
         records = datasets.stream(input, "test", fmt=format, aspect=aspect if aspect is not None else cfg.aspect,
                                   text_col=cfg.text_col, label_col=None)
         if limit > 0:
-            records = islice(records, limit)
+            records = islice(records, limit + 1)
     results = list(run_model(loaded.model, loaded.vocab, loaded.task, records, device=dev))
+    more = text is None and limit > 0 and len(results) > limit
+    results = results[:limit] if more else results
     console = stdout()
     console.print(legend(any(r.record.rationale is not None for r in results)))
     items = []
@@ -289,6 +259,9 @@ def explain(
         console.print(render_terminal(result.record, result.selected, shown, gold_label=gold))
         items.append({"record": result.record, "selected": result.selected, "scores": result.scores,
                       "prediction": shown, "gold_label": gold})
+    if more:
+        stderr().print(f"the first {limit} documents of {input} shown; it has more (--limit N, or --limit 0 for all)",
+                       highlight=False)
     if html is not None:
         write_text_atomic(html, render_html(items, title=f"Rationales of {run.name}"))
         stderr().print(f"wrote {html}", highlight=False)
@@ -331,18 +304,29 @@ def evaluate(
 @app.command()
 @friendly
 def demo(
-    out: Optional[Path] = typer.Option(None, help="Keep the demo's run directory here (default: a temporary one)."),
-    extractor: str = typer.Option("hardkuma", help="Extractor to train."),
-    encoder: Optional[str] = typer.Option(None, help="Architecture (see train) [the extractor's default]."),
-    epochs: int = typer.Option(12, help="Training epochs."),
+    out: Optional[Path] = typer.Option(None, help="Keep the demo's run directory here.",
+                                       show_default="a temporary one"),
+    extractor: str = typer.Option("hardkuma", help="Extractor to train (see train --help)."),
+    encoder: Optional[str] = typer.Option(None, help="Architecture (see train --help).",
+                                          show_default="the extractor's own"),
+    epochs: int = typer.Option(DEMO_SETTINGS["epochs"], help="Training epochs."),
     seed: int = typer.Option(0, help="Random seed."),
 ):
-    """Train on a synthetic review corpus, evaluate against its gold rationales, explain a few reviews."""
+    """Train on a synthetic review corpus, evaluate against its gold rationales, explain a few reviews.
+
+    The settings are those of examples/demo.toml: `rationale train --data demo --config
+    examples/demo.toml --out RUN` trains the same model.
+    """
+    from models.selectors import option_specs
+
     workdir = out or Path(tempfile.mkdtemp(prefix="rationale-demo-"))
+    own = option_specs(extractor) if extractor in SELECTORS else {}
+    options = {k: v for k, v in DEMO_SETTINGS.items() if k in TRAIN_SPECS or k in own}
+    options.update(data="demo", extractor=extractor, encoder=encoder, epochs=epochs, seed=seed)
     try:
         stderr().rule("1/3  train on the synthetic beer-like corpus (aspect: appearance, select 20%)")
-        options = {**{name: None for name in FIELD_TYPES}, **DEMO_OPTIONS}
-        options.update(extractor=extractor, encoder=encoder, epochs=epochs, seed=seed)
+        stderr().print(f"settings of examples/demo.toml: {' '.join(f'--{k.replace(chr(95), chr(45))} {v}' for k, v in options.items() if v is not None)}",
+                       highlight=False, soft_wrap=True)
         train(out=workdir, config=None, force=out is None, resume=False, **options)
         stderr().rule("2/3  evaluate on the test split")
         evaluate(run=workdir, data="demo", format="auto", aspect=None, json_out=None, batch_size=64, device="auto")
@@ -351,10 +335,6 @@ def demo(
     finally:
         if out is None:
             shutil.rmtree(workdir, ignore_errors=True)
-
-
-DEMO_OPTIONS = dict(data="demo", selection=0.2, transitions=0.06, dependent=False, embedding_dim=50,
-                    hidden_size=64, batch_size=20, lr=0.002, patience=0)
 
 
 def main() -> None:

@@ -1,6 +1,11 @@
 """Training options: defaults, a TOML config file, the command line (which wins).
 
-The resolved configuration is saved in the run directory and is all that is
+Every option is declared once (:func:`models.options.option`): the training
+options here, each extractor's own in its selector module. The command line's
+flags, the TOML keys, the configuration saved in a run directory and the checks
+all come from those declarations, through one path (:func:`from_values`), so a
+value out of range or an option the chosen extractor does not take is one clear
+error before anything is written. The resolved configuration is all that is
 needed to rebuild the model when it is loaded again.
 """
 
@@ -8,116 +13,130 @@ from __future__ import annotations
 
 import dataclasses
 import tomllib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from models.architectures import ARCHITECTURES
+from models.options import OptionError, Options, Spec, flag_of, option, specs
+from models.selectors import SELECTORS, all_option_specs, selector_class
 from rationale_cli.errors import UserError
+from rationale_cli.readers import FORMATS
 
-
-# each extractor's architecture in its paper's beer experiments (rcnn for the others)
-DEFAULT_ENCODERS = {"simple": "l2x", "topk": "sst-complex", "corr-topk": "sst-complex"}
-# the augmented-Lagrangian weight: REINFORCE's rate needs a firmer hold than HardKuma's
-# (on beer, 1.0 let Bernoulli's rate swing between 3% and 23% at a 13% target; 20 held it within about a point)
-DEFAULT_LAGRANGE_RHO = {"bernoulli": 20.0}
+DATA, MODEL, TRAINING = "Data", "Model", "Training"
+# old names of --budget, kept for one release: a share, and a token count
+ALIASES = {"selection": float, "k": int}
+# extractors whose old config held their size in ``k`` (the others in ``selection``)
+COUNTED = ("simple", "topk", "corr-topk")
 
 
 @dataclass
 class TrainConfig:
-    data: str = ""
-    format: str = "auto"
-    aspect: int | None = None
-    valid: str | None = None
-    valid_fraction: float = 0.1
-    task: str = "auto"
-    text_col: str = "text"
-    label_col: str = "label"
-    encoder: str | None = None
-    extractor: str = "full"
-    selection: float = 0.13
-    transitions: float | None = None
-    dependent: bool = False
-    lagrange_lr: float = 0.05
-    lagrange_rho: float | None = None
-    sparsity: float = 0.0003
-    coherence: float | None = None
-    baseline: str = "ema"
-    samples: int = 1
-    lagrangian: bool = False
-    exact_penalty: bool = True
-    k: int = 10
-    top_masks: int = 10
-    pairwise: bool = False
-    kl_weight: float = 0.0
-    tau: float = 1.0
-    straight_through: bool = False
-    attention: str = "sparsemax"
-    gamma: float = 1.0
-    lam: float | None = None
-    embeddings: str | None = None
-    embedding_dim: int = 200
-    fix_embeddings: bool = True
-    hidden_size: int = 200
-    dropout: float = 0.1
-    min_freq: int = 1
-    max_vocab: int | None = None
-    epochs: int = 20
-    batch_size: int = 256
-    lr: float = 4e-4
-    weight_decay: float = 1e-6
-    lr_decay: float = 1.0
-    clip: float = 5.0
-    patience: int = 5
-    time_limit: float = 0.0
-    seed: int = 0
-    device: str = "auto"
+    data: str = option("", "Training data: a file, an ERASER folder, or 'demo'.", panel=DATA,
+                       default_text="none: give it here or as data = ... in --config")
+    format: str = option("auto", "Input format.", choices=FORMATS, panel=DATA)
+    aspect: int | None = option(None, "Beer aspect: 0 appearance, 1 aroma, 2 palate, 3 taste, 4 overall.",
+                                low=0, high=4, default_text="N of reviews.aspectN", panel=DATA)
+    valid: str | None = option(None, "Validation data.", default_text="the data's own split, else a share "
+                               "of the training data", panel=DATA)
+    valid_fraction: float = option(0.1, "Share held out for validation when --valid is not given.", above=0.0,
+                                   high=0.9, panel=DATA)
+    task: str = option("auto", "auto (numbers: regression, strings: classification), regression or "
+                       "classification.", choices=("auto", "regression", "classification"), panel=DATA)
+    text_col: str = option("text", "CSV/TSV text column.", panel=DATA)
+    label_col: str = option("label", "CSV/TSV label column.", panel=DATA)
+    extractor: str = option("hardkuma", "Rationale extractor (see the list below).", choices=SELECTORS,
+                            panel=MODEL)
+    encoder: str | None = option(None, "Architecture (selector and predictor encoders).", choices=ARCHITECTURES,
+                                 default_text="the extractor's paper's: l2x for simple, sst-complex for "
+                                 "topk and corr-topk, rcnn otherwise", panel=MODEL)
+    embeddings: str | None = option(None, "Pretrained word vectors, GloVe or word2vec text (.gz too).",
+                                    panel=MODEL)
+    embedding_dim: int = option(200, "Embedding size without --embeddings.", low=1, panel=MODEL)
+    fix_embeddings: bool | None = option(None, "Keep the embeddings fixed.", negative="--train-embeddings",
+                                         default_text="fixed with --embeddings, trained without",
+                                         panel=MODEL)
+    hidden_size: int = option(200, "Encoder hidden size per direction (filters for convolutions).", low=1,
+                              panel=MODEL)
+    dropout: float = option(0.1, "Dropout.", low=0.0, high=0.9, panel=MODEL)
+    min_freq: int = option(1, "Minimum token frequency for the vocabulary.", low=1, panel=MODEL)
+    max_vocab: int | None = option(None, "Maximum vocabulary size.", low=2, default_text="unlimited",
+                                   panel=MODEL)
+    epochs: int = option(20, "Maximum epochs.", low=1, panel=TRAINING)
+    batch_size: int = option(256, "Batch size.", low=1, panel=TRAINING)
+    lr: float = option(4e-4, "Adam learning rate.", above=0.0, panel=TRAINING)
+    weight_decay: float = option(1e-6, "Weight decay.", low=0.0, panel=TRAINING)
+    lr_decay: float = option(1.0, "Multiply the learning rate by this when validation loss does not improve "
+                             "(1: off).", above=0.0, high=1.0, panel=TRAINING)
+    clip: float = option(5.0, "Gradient norm clipping, 0 = off.", low=0.0, panel=TRAINING)
+    patience: int = option(5, "Early stopping after this many epochs without improvement, 0 = off.", low=0,
+                           panel=TRAINING)
+    time_limit: float = option(0.0, "Minutes of training at most: no epoch is started that the slowest one "
+                               "so far says would end later, 0 = off.", low=0.0, panel=TRAINING)
+    seed: int = option(0, "Random seed.", low=0, panel=TRAINING)
+    device: str = option("auto", "auto, cpu, cuda or cuda:N.", panel=TRAINING)
+    options: Options | None = None  # the extractor's own, declared by its selector
 
     def __post_init__(self) -> None:
+        cls = selector_class(self.extractor)
         if self.encoder is None:
-            self.encoder = DEFAULT_ENCODERS.get(self.extractor, "rcnn")
-        if self.lagrange_rho is None:
-            self.lagrange_rho = DEFAULT_LAGRANGE_RHO.get(self.extractor, 1.0)
+            self.encoder = cls.default_encoder
+        if self.fix_embeddings is None:
+            self.fix_embeddings = bool(self.embeddings)
+        if self.options is None:
+            self.options = cls.Options()
 
     def extractor_options(self) -> dict[str, Any]:
-        """Options a selector may take (each selector keeps the ones it knows)."""
-        return {"selection": self.selection, "transitions": self.transitions, "dependent": self.dependent,
-                "lagrange_lr": self.lagrange_lr, "lagrange_rho": self.lagrange_rho, "sparsity": self.sparsity,
-                "coherence": self.coherence, "baseline": self.baseline, "samples": self.samples,
-                "lagrangian": self.lagrangian, "exact_penalty": self.exact_penalty, "k": self.k, "top_masks": self.top_masks, "pairwise": self.pairwise, "kl_weight": self.kl_weight,
-                "tau": self.tau, "straight_through": self.straight_through, "attention": self.attention,
-                "gamma": self.gamma, "lam": self.lam}
+        """The extractor's options, for :func:`models.selectors.build_selector`."""
+        return {spec.name: getattr(self.options, spec.name) for spec in specs(type(self.options))}
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Every training option and the extractor's own options, JSON-ready (the saved config)."""
+        general = {spec.name: getattr(self, spec.name) for spec in TRAIN_SPECS.values()}
+        return {**general, **self.options.to_dict()}
 
 
-FIELD_TYPES = {f.name: f.type for f in fields(TrainConfig)}
+TRAIN_SPECS: dict[str, Spec] = {spec.name: spec for spec in specs(TrainConfig)}
 
 
-def coerce(name: str, value: Any, source: str) -> Any:
-    """Check one option's type, converting ints to floats where a float is expected."""
-    kind = FIELD_TYPES[name]
-    if value is None:
-        if "None" in kind:
-            return None
-        raise UserError(f"{source}: option {name!r} needs a value")
-    base = kind.replace(" | None", "")
-    if base == "float" and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if base == "int" and isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if base == "bool" and isinstance(value, bool):
-        return value
-    if base == "str" and isinstance(value, str):
-        return value
-    raise UserError(f"{source}: option {name!r} expects {base}, got {value!r}")
+def known_options() -> list[str]:
+    return [*TRAIN_SPECS, *all_option_specs()]
 
 
-def from_dict(data: dict[str, Any], source: str) -> dict[str, Any]:
-    unknown = sorted(set(data) - set(FIELD_TYPES))
+def check_known(values: dict[str, Any], source: str) -> None:
+    """One error line for a name that no option has."""
+    unknown = sorted(set(values) - set(known_options()))
     if unknown:
-        raise UserError(f"{source}: unknown option(s) {', '.join(unknown)}; known: {', '.join(FIELD_TYPES)}")
-    return {name: coerce(name, value, source) for name, value in data.items()}
+        known = ", ".join(map(flag_of, known_options()))
+        raise UserError(f"{source}unknown option {flag_of(unknown[0])}; known: {known}")
+
+
+def from_values(values: dict[str, Any], given: set[str] | None = None) -> TrainConfig:
+    """The one path from option values to a configuration: values of the declared type
+    and range, extractor options declared by the chosen extractor, and ``given`` (what a
+    user gave) not needing an option that is off; an :class:`OptionError` otherwise."""
+    check_known(values, "")
+    general = {name: TRAIN_SPECS[name].check(value) for name, value in values.items() if name in TRAIN_SPECS}
+    extractor = general.get("extractor", TRAIN_SPECS["extractor"].default)
+    own = {name: value for name, value in values.items() if name not in TRAIN_SPECS}
+    try:
+        options = selector_class(extractor).Options.create(own, given=set(given or ()) & set(own))
+    except OptionError as err:
+        raise err.of(extractor) from None
+    return TrainConfig(**general, options=options)
+
+
+def with_aliases(values: dict[str, Any]) -> dict[str, Any]:
+    """``selection`` (a share) and ``k`` (a count) as ``budget``; more than one is refused."""
+    named = [name for name in ("budget", *ALIASES) if values.get(name) is not None]
+    if len(named) > 1:
+        raise UserError(f"{' and '.join(map(flag_of, named))} both set the rationale's size; give --budget alone")
+    out = {k: v for k, v in values.items() if k not in ALIASES}
+    for name, kind in ALIASES.items():
+        if values.get(name) is not None:
+            value = values[name]
+            out["budget"] = kind(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+    return out
 
 
 def load_toml(path: str | Path) -> dict[str, Any]:
@@ -130,16 +149,38 @@ def load_toml(path: str | Path) -> dict[str, Any]:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
         raise UserError(f"{path}: not valid TOML ({err})") from None
     data = data.get("train", data)
-    return from_dict({key.replace("-", "_"): value for key, value in data.items()}, str(path))
+    return {key.replace("-", "_"): value for key, value in data.items()}
 
 
 def resolve(config_file: str | Path | None, cli: dict[str, Any]) -> TrainConfig:
-    """Defaults, then the config file, then every command-line option that was given."""
-    values: dict[str, Any] = {}
-    if config_file is not None:
-        values.update(load_toml(config_file))
-    values.update({k: v for k, v in cli.items() if v is not None})
-    return TrainConfig(**from_dict(values, "command line"))
+    """Defaults, then the config file, then every command-line option that was given;
+    an error names the config file when the value came from there."""
+    from_file = with_aliases(load_toml(config_file)) if config_file is not None else {}
+    check_known(from_file, f"{config_file}: ")
+    from_cli = with_aliases({k: v for k, v in cli.items() if v is not None})
+    values = {**from_file, **from_cli}
+    try:
+        return from_values(values, given=set(values))
+    except OptionError as err:
+        where = f"{config_file}: " if err.name in from_file and err.name not in from_cli else ""
+        raise UserError(f"{where}{err}") from None
+
+
+def from_saved(data: dict[str, Any], source: str) -> TrainConfig:
+    """The configuration saved in a run directory. Runs saved before ``budget`` held every
+    extractor's options and the size as ``selection`` or ``k``: the chosen extractor's
+    are kept (the others were never used) and the size becomes its budget."""
+    if "budget" not in data and data.get("extractor") in SELECTORS:
+        extractor = data["extractor"]
+        own = {spec.name for spec in specs(selector_class(extractor).Options)}
+        size = data.get("k", 10) if extractor in COUNTED else data.get("selection", 0.13)
+        data = {k: v for k, v in data.items() if k in TRAIN_SPECS or k in own}
+        if "budget" in own:
+            data["budget"] = size
+    try:
+        return from_values(data)
+    except (OptionError, UserError) as err:
+        raise UserError(f"{source}: {err}") from None
 
 
 RESUMABLE = ("data", "format", "aspect", "valid", "valid_fraction", "text_col", "label_col",
@@ -152,6 +193,10 @@ def resume_config(saved: dict[str, Any], cli: dict[str, Any], source: str) -> Tr
     given = {k: v for k, v in cli.items() if v is not None}
     fixed = sorted(set(given) - set(RESUMABLE))
     if fixed:
-        names = ", ".join("--" + name.replace("_", "-") for name in fixed)
+        names = ", ".join(map(flag_of, fixed))
         raise UserError(f"--resume goes on with the run's own options; it cannot change {names}")
-    return TrainConfig(**{**from_dict(saved, source), **from_dict(given, "command line")})
+    config = from_saved(saved, source)
+    try:
+        return dataclasses.replace(config, **{k: TRAIN_SPECS[k].check(v) for k, v in given.items()})
+    except OptionError as err:
+        raise UserError(str(err)) from None

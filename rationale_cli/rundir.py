@@ -19,7 +19,7 @@ from safetensors.torch import load_file, save_file
 
 from rationale_cli import __version__
 from rationale_cli.atomic import atomic_path, write_text_atomic
-from rationale_cli.config import TrainConfig, from_dict
+from rationale_cli.config import TrainConfig, from_saved
 from rationale_cli.errors import UserError
 from rationale_cli.task import Task, task_from_dict
 from rationale_cli.vocab import Vocab
@@ -107,7 +107,7 @@ def load_run(path: str | Path, device: str | torch.device = "cpu") -> Run:
         raise UserError(
             f"{path / 'versions.json'}: run format version {found}, this rationale-cli reads version {FORMAT_VERSION}"
         )
-    config = TrainConfig(**from_dict(read_json(path / "config.json"), str(path / "config.json")))
+    config = from_saved(read_json(path / "config.json"), str(path / "config.json"))
     vocab = Vocab.load(path / "vocab.json")
     task = task_from_dict(read_json(path / "task.json"))
     try:

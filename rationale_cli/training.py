@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import random
 import time
-from collections import defaultdict
 from pathlib import Path
 
 import torch
@@ -115,7 +114,10 @@ def fresh_model(config: TrainConfig, train_records: list[Record], out: Path, con
             f"({100 * info['coverage']:.1f}%), dimension {info['dim']}",
             highlight=False,
         )
-    model = build_model(config, len(vocab), task, vectors).to(device)
+    try:
+        model = build_model(config, len(vocab), task, vectors).to(device)
+    except ValueError as err:
+        raise UserError(f"--extractor {config.extractor} --encoder {config.encoder}: {err}") from None
     save_run(out, config, vocab, task)
     return vocab, task, model
 
@@ -164,7 +166,7 @@ def train_model(
         epoch_start = time.perf_counter()
         model.train()
         total, count = 0.0, 0
-        stats: dict[str, float] = defaultdict(float)
+        stats: dict[str, torch.Tensor] = {}
         with progress_bar(console) as bar:
             job = bar.add_task(f"epoch {epoch}/{config.epochs}", total=n_batches, status="")
             for records in length_batches(train_records, config.batch_size, rng=rng):
@@ -173,9 +175,9 @@ def train_model(
                 total += loss * len(records)
                 count += len(records)
                 for key, value in selection.stats.items():
-                    stats[key] += float(value) * len(records)
+                    stats[key] = stats.get(key, 0.0) + value.detach() * len(records)
                 bar.update(job, advance=1, status=f"loss {total / count:.4f}")
-        stats = {k: v / count for k, v in stats.items()}
+        stats = {k: float(v) / count for k, v in stats.items()}
         valid = evaluate(model, vocab, task, valid_records, batch_size=config.batch_size, device=device)
         seconds = time.perf_counter() - epoch_start
         history.append({"epoch": epoch, "train_loss": total / count, "seconds": seconds, **stats,

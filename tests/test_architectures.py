@@ -14,7 +14,7 @@ from rationale_cli.config import TrainConfig
 def test_padding_never_changes_the_rationale_or_the_prediction(architecture, extractor):
     torch.manual_seed(0)
     model = RationaleModel(30, 6, 8, 1, encoder=architecture, extractor=extractor, dropout=0.0,
-                           extractor_options={"k": 2}).eval()
+                           extractor_options={"budget": 2}).eval()
     ids = torch.tensor([[3, 4, 5, 6, 7, 0, 0], [3, 4, 5, 6, 7, 8, 9]])
     mask = (ids != 0).float()
     z, scores, out = model.decode(ids, mask)
@@ -39,6 +39,22 @@ def test_parts_follow_the_papers():
     with pytest.raises(ValueError, match="unknown encoder"):
         build_architecture("gru", 6, 8, 1, dropout=0.1, needs_selector=True)
     assert set(ARCHITECTURES) >= {"rcnn", "lstm", "cnn", "l2x", "sst-simple", "sst-complex"}
+
+
+@pytest.mark.parametrize("name", list(ARCHITECTURES))
+def test_every_architecture_has_a_help_line_and_runs(name):
+    assert ARCHITECTURES[name].help.strip() and "\n" not in ARCHITECTURES[name].help
+    torch.manual_seed(0)
+    parts = build_architecture(name, 6, 8, 3, dropout=0.1, needs_selector=True)
+    x, mask = torch.randn(2, 5, 6), torch.tensor([[1.0, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
+    states, _ = parts.selector_encoder(x, mask)
+    _, summary = parts.predictor_encoder(x, mask)
+    assert states.shape[:2] == (2, 5) and parts.output(summary).shape == (2, 3)
+
+
+def test_unknown_architecture_names_the_known_ones():
+    with pytest.raises(ValueError, match="expected one of rcnn, lstm, cnn, l2x, sst-simple, sst-complex$"):
+        build_architecture("gru", 6, 8, 1, dropout=0.1, needs_selector=True)
 
 
 def test_l2x_global_branch_sees_only_real_tokens():

@@ -1,6 +1,7 @@
 """Every command through the CLI, on the synthetic corpus and small files."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ from rationale_cli.training import out_of_time
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 SMALL = ["--encoder", "cnn", "--extractor", "attention", "--embedding-dim", "16", "--hidden-size", "16",
-         "--batch-size", "100", "--selection", "0.2", "--lr", "0.003"]
+         "--batch-size", "100", "--budget", "0.2", "--lr", "0.003"]
 
 runner = CliRunner()
 
@@ -208,7 +209,16 @@ def test_explain_text_and_html(run_dir, tmp_path):
     (["train", "--data", "demo", "--out", "OUT", "--device", "tpu"], "--device tpu"),
     (["train", "--data", "demo", "--out", "OUT", "--time-limit", "-5"], "--time-limit -5"),
     (["train", "--data", "demo", "--out", "OUT", "--extractor", "hardkuma", "--transitions", "0.02",
-      "--coherence", "0.0002"], "not both"),
+      "--coherence", "0.0002"], "no --transitions target beside it"),
+    (["train", "--data", "demo", "--out", "OUT", "--extractor", "simple", "--k", "0"], "--budget 0: --extractor simple"),
+    (["train", "--data", "demo", "--out", "OUT", "--extractor", "sparsemap", "--budget", "1.5"], "--budget 1.5"),
+    (["train", "--data", "demo", "--out", "OUT", "--extractor", "attention", "--budget", "0"], "--budget 0"),
+    (["train", "--data", "demo", "--out", "OUT", "--extractor", "sparsemap", "--tau", "3"],
+     "--tau does not apply to --extractor sparsemap"),
+    (["train", "--data", "demo", "--out", "OUT", "--extractor", "bernoulli", "--baseline", "loo", "--samples", "1"],
+     "--samples 1: --extractor bernoulli expects 2 or more"),
+    (["train", "--data", "demo", "--out", "OUT", "--epochs", "0"], "--epochs 0"),
+    (["train", "--data", "demo", "--out", "OUT", "--batch-size", "0"], "--batch-size 0"),
     (["predict", "nowhere", str(EXAMPLES / "reviews.txt"), "--out", "OUT"], "not a run directory"),
 ])
 def test_user_errors_are_one_line_and_exit_2(run_dir, tmp_path, args, expected):
@@ -216,6 +226,10 @@ def test_user_errors_are_one_line_and_exit_2(run_dir, tmp_path, args, expected):
     result = invoke(*args)
     assert result.exit_code == 2, result.output
     assert expected in result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output
+    assert not (tmp_path / "x").exists()
+    assert len(result.output.strip().splitlines()) == 1, result.output
+    assert not (tmp_path / "x").exists()
     assert "Traceback" not in result.output
     assert len(result.output.strip().splitlines()) == 1
 
@@ -257,14 +271,14 @@ def test_python_dash_m_entry_point():
     ("full", []),
     ("hardkuma", ["--dependent", "--transitions", "0.05"]),
     ("bernoulli", ["--dependent", "--baseline", "loo", "--samples", "2"]),
-    ("simple", ["--k", "5", "--kl-weight", "0.01"]),
+    ("simple", ["--budget", "k=5", "--kl-weight", "0.01"]),
     ("topk", ["--k", "5", "--tau", "0.5"]),
     ("corr-topk", ["--k", "5", "--straight-through"]),
     ("sparse-attention", ["--gamma", "0.5"]),
     ("sparse-attention", ["--attention", "fusedmax", "--lambda", "0.2"]),
     ("sparse-attention", ["--attention", "oscarmax"]),
-    ("sparsemap", ["--selection", "0.3"]),
-    ("topk-sparsemax", ["--selection", "0.3", "--top-masks", "4"]),
+    ("sparsemap", ["--budget", "0.3"]),
+    ("topk-sparsemax", ["--selection", "0.3", "--top-masks", "4"]),  # the old name of --budget still works
 ])
 def test_every_extractor_trains_and_evaluates(tmp_path, extractor, extra):
     out = tmp_path / extractor
@@ -274,3 +288,48 @@ def test_every_extractor_trains_and_evaluates(tmp_path, extractor, extra):
     result = invoke("evaluate", out, "demo", "--json", tmp_path / "m.json")
     assert result.exit_code == 0, result.output
     assert 0.0 <= json.loads((tmp_path / "m.json").read_text())["selection_rate"] <= 1.0
+
+
+def test_version():
+    from rationale_cli import __version__
+
+    result = invoke("--version")
+    assert result.exit_code == 0 and __version__ in result.output
+
+
+def test_train_help_lists_every_extractor_with_its_own_options_and_every_default():
+    from models.selectors import SELECTORS, option_specs
+    from rationale_cli.config import TRAIN_SPECS
+
+    result = runner.invoke(app, ["train", "--help"], env={"COLUMNS": "400"})
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    for name in SELECTORS:
+        own = " ".join(spec.flag for spec in option_specs(name).values()) or "no options"
+        assert f"{name}: " in text and f"Options: {own}." in text, name
+    for spec in TRAIN_SPECS.values():
+        assert spec.flag in text
+    assert text.count("[default:") >= len(TRAIN_SPECS)
+    assert "[default: hardkuma]" in text
+    assert not re.search(r"\w \.(\s|$)", text)  # no default swallowed as markup, leaving "word ."
+
+
+def test_explain_says_when_the_limit_hides_documents(run_dir):
+    result = invoke("explain", run_dir, "--input", "demo", "--limit", 2)
+    assert result.exit_code == 0, result.output
+    assert "the first 2 documents of demo shown" in result.output
+
+
+def test_a_run_saved_before_budgets_still_loads_and_predicts(run_dir, tmp_path):
+    import shutil
+
+    old = tmp_path / "old"
+    shutil.copytree(run_dir, old)
+    config = json.loads((old / "config.json").read_text())
+    config["selection"] = config.pop("budget")
+    config.update(k=10, tau=1.0, transitions=None, baseline="ema", attention="sparsemax", gamma=1.0, lam=None)
+    (old / "config.json").write_text(json.dumps(config))
+    result = invoke("predict", old, EXAMPLES / "reviews.txt", "--out", tmp_path / "p.jsonl")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "p.jsonl").read_text() == "".join(
+        (tmp_path / "p.jsonl").read_text().splitlines(keepends=True))

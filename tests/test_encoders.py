@@ -263,7 +263,7 @@ def test_hand_written_backward_matches_autograd(kind):
 
 
 def test_build_encoder_kinds_and_errors():
-    assert ENCODERS == ("rcnn", "lstm", "cnn")
+    assert tuple(ENCODERS) == ("rcnn", "lstm", "cnn")
     assert isinstance(build_encoder("rcnn", 4, 3), RCNNEncoder)
     assert isinstance(build_encoder("lstm", 4, 3, bidirectional=False), LSTMEncoder)
     cnn = build_encoder("cnn", 4, 3, kernel_size=5, dropout=0.1)

@@ -86,8 +86,8 @@ def test_fixed_coherence_weight_adds_the_expected_transitions_per_document():
     """Appendix B.1: a fixed fused-lasso weight on E[transitions] (eq. 12, summed per document)."""
     torch.manual_seed(0)
     states, mask = torch.randn(3, 7, 4), torch.tensor([[1.0] * 7, [1.0] * 5 + [0.0] * 2, [1.0] * 3 + [0.0] * 4])
-    plain = HardKumaSelector(4, selection=0.2).eval()
-    weighted = HardKumaSelector(4, selection=0.2, coherence=0.5).eval()
+    plain = HardKumaSelector(4, budget=0.2).eval()
+    weighted = HardKumaSelector(4, budget=0.2, coherence=0.5).eval()
     weighted.load_state_dict(plain.state_dict())
     with torch.no_grad():
         _, dist = plain.run(states, mask, HardKuma.rsample)
@@ -101,7 +101,7 @@ def test_fixed_coherence_weight_adds_the_expected_transitions_per_document():
 @pytest.mark.parametrize("dependent", [False, True])
 def test_selector_padding_never_changes_anything(dependent):
     torch.manual_seed(0)
-    selector = HardKumaSelector(8, selection=0.3, dependent=dependent).eval()
+    selector = HardKumaSelector(8, budget=0.3, dependent=dependent).eval()
     states = torch.randn(1, 5, 8)
     padded = torch.cat([states, torch.randn(1, 3, 8)], 1)
     mask = torch.ones(1, 5)
@@ -142,7 +142,7 @@ def test_lagrangian_term_has_the_moving_average_value_and_the_batch_gradient():
 
 def test_selector_multipliers_do_not_move_in_eval_mode():
     torch.manual_seed(0)
-    selector = HardKumaSelector(4, selection=0.01)
+    selector = HardKumaSelector(4, budget=0.01)
     states, mask = torch.randn(3, 7, 4), torch.ones(3, 7)
     selector.eval()
     before = selector.lambda_l0.value.clone()

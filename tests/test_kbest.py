@@ -35,7 +35,7 @@ def test_k_best_masks_match_enumeration(k):
 
 def test_top_k_sparsemax_weights_and_certificate():
     torch.manual_seed(0)
-    selector = TopKSparsemaxSelector(4, selection=0.3, top_masks=5).double()
+    selector = TopKSparsemaxSelector(4, budget=0.3, top_masks=5).double()
     states = torch.randn(3, 8, 4, dtype=torch.float64, requires_grad=True)
     mask = torch.ones(3, 8, dtype=torch.float64)
     mask[2, 5:] = 0

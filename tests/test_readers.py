@@ -370,7 +370,28 @@ def test_detect_format(tmp_path, name, content, fmt):
 
 
 def test_formats_list():
-    assert FORMATS == ("auto", "beer", "beer-annotations", "eraser", "jsonl", "csv", "tsv", "text")
+    assert tuple(FORMATS) == ("auto", "beer", "beer-annotations", "eraser", "jsonl", "csv", "tsv", "text")
+
+
+def test_every_format_has_a_help_line_and_reads(tmp_path):
+    sources = {
+        "auto": write(tmp_path / "reviews.aspect1.train.txt", BEER),
+        "beer": write(tmp_path / "beer.txt", BEER),
+        "beer-annotations": write(tmp_path / "annotations.json", jsonl(ANNOTATION)),
+        "eraser": eraser_dir(tmp_path),
+        "jsonl": write(tmp_path / "data.jsonl", jsonl({"text": "hi there", "label": "POS"})),
+        "csv": write(tmp_path / "data.csv", "text,label\nhi there,POS\n"),
+        "tsv": write(tmp_path / "data.tsv", "text\tlabel\nhi there\tPOS\n"),
+        "text": write(tmp_path / "notes.txt", "hi there\n"),
+    }
+    assert sources.keys() == FORMATS.keys()
+    for fmt, entry in FORMATS.items():
+        assert entry.help.strip() and "\n" not in entry.help
+        records = read_records(sources[fmt], fmt, aspect=0)
+        assert records and all(r.tokens for r in records), fmt
+    assert read_records(sources["auto"])[0].label == 0.6  # detected as beer, aspect 1 from the name
+    with pytest.raises(UserError, match="expected one of auto, beer, beer-annotations, eraser, jsonl, csv, tsv, text$"):
+        iter_records(sources["text"], "xml")
 
 
 def test_iter_records_streams_lazily(tmp_path):

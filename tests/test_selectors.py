@@ -1,28 +1,30 @@
+import pytest
 import torch
 
+from models.budget import Budget
 from models.model import RationaleModel
 from models.selectors import SELECTORS, build_selector
-from models.selectors.attention import AttentionSelector, top_share
+from models.selectors.attention import AttentionSelector, top_budget
 
 
-def test_top_share_picks_best_tokens_per_row_and_never_padding():
+def test_top_budget_picks_best_tokens_per_row_and_never_padding():
     scores = torch.tensor([[0.1, 0.9, 0.5, 0.3, 7.0], [0.2, 0.1, 0.4, 0.0, 0.0]])
     mask = torch.tensor([[1.0, 1, 1, 1, 0], [1, 1, 1, 0, 0]])
-    z = top_share(scores, mask, 0.5)
+    z = top_budget(scores, mask, Budget(0.5))
     # 50% of 4 tokens is 2; 50% of 3 tokens rounds half up to 2
     assert z.tolist() == [[0, 1, 1, 0, 0], [1, 0, 1, 0, 0]]
 
 
-def test_top_share_selects_at_least_one_token_and_breaks_ties_by_position():
+def test_top_budget_selects_at_least_one_token_and_breaks_ties_by_position():
     scores = torch.zeros(1, 6)
     mask = torch.ones(1, 6)
-    z = top_share(scores, mask, 0.01)
+    z = top_budget(scores, mask, Budget(0.01))
     assert z.tolist() == [[1, 0, 0, 0, 0, 0]]
 
 
 def test_attention_gate_is_in_unit_interval_and_zero_on_padding():
     torch.manual_seed(0)
-    selector = AttentionSelector(8, selection=0.25)
+    selector = AttentionSelector(8, budget=0.25)
     states = torch.randn(3, 7, 8)
     mask = torch.ones(3, 7)
     mask[1, 4:] = 0
@@ -38,16 +40,16 @@ def test_attention_gate_is_in_unit_interval_and_zero_on_padding():
     assert decoded[1].sum() == 1  # 25% of 4 tokens
 
 
-def test_build_selector_filters_options_and_rejects_unknown_names():
-    selector = build_selector("attention", 4, selection=0.3, k=7)
-    assert selector.selection == 0.3
-    assert build_selector("full", 4, selection=0.3).needs_states is False
-    try:
+def test_build_selector_refuses_options_it_does_not_declare_and_unknown_names():
+    from models.options import OptionError
+
+    selector = build_selector("attention", 4, budget=0.3)
+    assert selector.options.budget == Budget(0.3)
+    assert build_selector("full", 4).needs_states is False
+    with pytest.raises(OptionError, match="--k does not apply to --extractor attention"):
+        build_selector("attention", 4, budget=0.3, k=7)
+    with pytest.raises(ValueError, match="nope"):
         build_selector("nope", 4)
-    except ValueError as err:
-        assert "nope" in str(err)
-    else:  # pragma: no cover
-        raise AssertionError("unknown extractor accepted")
     assert set(SELECTORS) >= {"full", "attention"}
 
 

@@ -66,7 +66,7 @@ def test_fusedmax_and_oscarmax_options_and_padding():
         alpha = selector.attention(states, mask)
         assert torch.allclose(alpha.sum(-1), torch.ones(2, dtype=torch.float64))
         assert torch.all(alpha[1, 6:] == 0)
-    with pytest.raises(ValueError, match="unknown attention"):
+    with pytest.raises(ValueError, match="--attention softmax: expected one of sparsemax"):
         SparseAttentionSelector(5, attention="softmax")
     with pytest.raises(ValueError, match="lambda"):
         SparseAttentionSelector(5, attention="fusedmax", lam=-1.0)

@@ -72,7 +72,7 @@ def test_selector_marginalizes_the_task_loss_over_its_support():
 
     torch.manual_seed(2)
     model = RationaleModel(30, 6, 5, 1, encoder="cnn", extractor="sparsemap", dropout=0.0,
-                           extractor_options={"selection": 0.4}).double()
+                           extractor_options={"budget": 0.4}).double()
     ids = torch.tensor([[3, 4, 5, 6, 7, 0], [8, 9, 10, 11, 12, 13]])
     mask = (ids != 0).double()
     targets = torch.tensor([0.2, 0.9], dtype=torch.float64)
@@ -93,7 +93,7 @@ def test_selector_marginalizes_the_task_loss_over_its_support():
 def test_sparsemap_on_the_demo_corpus_is_precise(tmp_path):
     from helpers import train_on_demo
 
-    test = train_on_demo(tmp_path, "--extractor", "sparsemap", "--selection", "0.2", "--encoder", "rcnn",
+    test = train_on_demo(tmp_path, "--extractor", "sparsemap", "--budget", "0.2", "--encoder", "rcnn",
                          "--epochs", "2")
     assert test["precision"] > 0.85, test
     assert abs(test["selection_rate"] - 0.2) <= 0.02, test
@@ -152,9 +152,9 @@ def test_gradcheck_with_the_coherence_factor():
 
 def test_pairwise_option_reaches_the_selector_and_starts_without_coherence():
     from models.model import RationaleModel
-    from rationale_cli.config import TrainConfig
+    from rationale_cli.config import from_values
 
-    options = TrainConfig(extractor="sparsemap", pairwise=True).extractor_options()
+    options = from_values({"extractor": "sparsemap", "pairwise": True}).extractor_options()
     model = RationaleModel(30, 6, 5, 1, encoder="cnn", extractor="sparsemap", extractor_options=options)
     assert model.selector.pair is not None
     assert torch.all(model.selector.pair.weight == 0) and torch.all(model.selector.pair.bias == 0)

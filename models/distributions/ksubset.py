@@ -30,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from models.budget import top_k_mask
 from models.distributions import chain_dp, gradient_of
 from models.distributions.subset_tree import NEG, leaves, log_sum, root_value, up_sweep
 
@@ -118,12 +119,7 @@ class KSubset:
 
     def argmax(self) -> Tensor:
         """The k highest logits of each row (exactly k; ties go to the earlier position)."""
-        scores = self.logits.masked_fill(self.mask <= 0, float("-inf"))
-        order = torch.sort(scores, dim=-1, descending=True, stable=True).indices
-        ranks = torch.empty_like(order)
-        positions = torch.arange(scores.shape[-1], device=scores.device).expand_as(order)
-        ranks.scatter_(-1, order, positions)
-        return (ranks < self.k.unsqueeze(-1)).to(self.logits.dtype) * self.mask
+        return top_k_mask(self.logits, self.mask, self.k)
 
     def entropy(self, marginals: Tensor | None = None) -> Tensor:
         """H(p(z | sum z = k)) per row, exact and differentiable."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from models.encoders import Encoder
+from models.encoders.base import Encoder
 
 
 class CNNEncoder(Encoder):

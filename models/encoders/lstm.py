@@ -22,7 +22,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from models.encoders import RecurrentEncoder
+from models.encoders.base import RecurrentEncoder
 from models.encoders.recurrence import lstm_scan, merge_directions, stack_directions
 
 

@@ -28,7 +28,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from models.encoders import RecurrentEncoder
+from models.encoders.base import RecurrentEncoder
 from models.encoders.recurrence import merge_directions, rcnn_scan, stack_directions
 
 

@@ -1,10 +1,13 @@
-"""Extractors by name. Each takes the selector encoder's output size first;
-other keyword options are passed through when the class accepts them."""
+"""Extractors by name: the registry the model, the command line and its help read.
+
+Adding an extractor is one module (a :class:`~models.selection.Selector` with its
+``Options``, ``summary`` and ``default_encoder``) and one line here. Each takes the
+selector encoder's output size first and its declared options as keywords.
+"""
 
 from __future__ import annotations
 
-import inspect
-
+from models.options import OptionError, Spec, specs
 from models.selection import Selector
 from models.selectors.attention import AttentionSelector
 from models.selectors.bernoulli import BernoulliSelector
@@ -36,8 +39,24 @@ def selector_class(name: str) -> type[Selector]:
     return SELECTORS[name]
 
 
+def option_specs(name: str) -> dict[str, Spec]:
+    """The options extractor ``name`` declares, by name."""
+    return {spec.name: spec for spec in specs(selector_class(name).Options)}
+
+
+def all_option_specs() -> dict[str, dict[str, Spec]]:
+    """Every extractor option name -> {extractor: its declaration}."""
+    table: dict[str, dict[str, Spec]] = {}
+    for extractor in SELECTORS:
+        for name, spec in option_specs(extractor).items():
+            table.setdefault(name, {})[extractor] = spec
+    return table
+
+
 def build_selector(name: str, input_size: int, **options) -> Selector:
-    """The selector ``name``; options it does not take are ignored."""
-    cls = selector_class(name)
-    accepted = inspect.signature(cls.__init__).parameters
-    return cls(input_size, **{k: v for k, v in options.items() if k in accepted})
+    """The selector ``name`` with ``options``, every one of which it must declare
+    (an :class:`~models.options.OptionError` otherwise)."""
+    try:
+        return selector_class(name)(input_size, **options)
+    except OptionError as err:
+        raise err.of(name) from None

@@ -4,31 +4,29 @@ An attention layer scores every token, ``s_i = v . tanh(W h_i)`` over the
 selector encoder's states, and ``alpha = softmax(s)`` over non-pad tokens.
 In training the predictor reads the text gated softly by ``alpha / max(alpha)``
 (a gate in [0, 1]: the best token passes whole, the others in proportion).
-At test time the rationale is the top ``selection`` share of tokens by
-attention weight (at least one per document), and the predictor reads only
-those: the heuristic the papers compare against.
+At test time the rationale is the ``budget`` best tokens of each document by
+attention weight (a share or a count, :mod:`models.budget`; at least one), and the
+predictor reads only those: the heuristic the papers compare against.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor, nn
 
-from models.selection import Selection, Selector, share_budget
+from models.budget import Budget, top_k_mask
+from models.options import Options, option
+from models.selection import Selection, Selector
 
 
-def top_share(scores: Tensor, mask: Tensor, share: float) -> Tensor:
-    """0/1 mask of the ``floor(share * length + 0.5)`` best tokens per row (at least one).
+def top_budget(scores: Tensor, mask: Tensor, budget: Budget) -> Tensor:
+    """0/1 mask of the ``budget`` best tokens per row (:meth:`Budget.tokens`).
 
     Ties are broken by position (earlier first) so decoding is deterministic.
     """
-    k = share_budget(mask, share)
-    masked = scores.masked_fill(mask <= 0, float("-inf"))
-    order = torch.sort(masked, dim=-1, descending=True, stable=True).indices
-    ranks = torch.empty_like(order)
-    positions = torch.arange(scores.shape[-1], device=scores.device).expand_as(order)
-    ranks.scatter_(-1, order, positions)
-    return (ranks < k.unsqueeze(-1)).to(mask.dtype) * mask
+    return top_k_mask(scores, mask, budget.tokens(mask))
 
 
 def as_gate(alpha: Tensor) -> Tensor:
@@ -36,14 +34,21 @@ def as_gate(alpha: Tensor) -> Tensor:
     return alpha / alpha.amax(-1, keepdim=True).clamp_min(1e-12)
 
 
-class AttentionSelector(Selector):
-    """Soft attention in training, top-``selection`` tokens at test time."""
+@dataclass(frozen=True)
+class AttentionOptions(Options):
+    budget: Budget = option(Budget(0.13), "the rationale at test time: the best tokens by attention weight",
+                            role="test-time size")
 
-    def __init__(self, input_size: int, selection: float = 0.13, attention_size: int = 100):
-        super().__init__()
-        if not 0.0 < selection <= 1.0:
-            raise ValueError(f"selection must be in (0, 1], got {selection}")
-        self.selection = selection
+
+class AttentionSelector(Selector):
+    """Soft attention in training, the ``budget`` best tokens at test time."""
+
+    Options = AttentionOptions
+    summary = ("Lei et al.'s attention baseline: trained with soft attention gating, "
+               "the --budget best tokens by attention weight at test time")
+
+    def __init__(self, input_size: int, *, attention_size: int = 100, **options):
+        super().__init__(**options)
         self.project = nn.Linear(input_size, attention_size)
         self.score = nn.Linear(attention_size, 1, bias=False)
 
@@ -62,12 +67,6 @@ class AttentionSelector(Selector):
     def forward(self, states: Tensor, mask: Tensor) -> Selection:
         return Selection.single(self.gate(states, mask))
 
-    def decode(self, states: Tensor, mask: Tensor) -> Tensor:
-        return self.decode_with_scores(states, mask)[0]
-
-    def token_scores(self, states: Tensor, mask: Tensor) -> Tensor:
-        return self.gate(states, mask)
-
     def decode_with_scores(self, states: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
         alpha = self.attention(states, mask)
-        return top_share(alpha, mask, self.selection), as_gate(alpha)
+        return top_budget(alpha, mask, self.options.budget), as_gate(alpha)

@@ -17,7 +17,7 @@ training only; the first batch has none) and ``loo`` (leave-one-out over
 ``samples`` draws per document).
 
 Selection-rate control: the fixed penalties above, or with ``lagrangian`` a
-multiplier held at the target ``selection`` (same two-sided update as HardKuma's).
+multiplier held at the target ``budget`` (same two-sided update as HardKuma's).
 Test time: z_i = 1 where p_i >= 0.5.
 
 With the independent selector and ``exact_penalty`` (the default), the penalties
@@ -33,13 +33,18 @@ as Lei et al. do.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from models.lagrangian import EqualityMultiplier
-from models.selection import Selection, Selector
+from models.budget import Budget
+from models.options import OptionError, option
+from models.selection import Selection, Selector, selected_share
 from models.selectors.dependent import DependentScan
+from models.selectors.rate import RateOptions
 
 BASELINES = ("none", "ema", "loo")
 
@@ -65,36 +70,50 @@ def log_prob(logits: Tensor, z: Tensor, mask: Tensor) -> Tensor:
     return ((z * F.logsigmoid(logits) + (1 - z) * F.logsigmoid(-logits)) * mask).sum(-1)
 
 
+@dataclass(frozen=True)
+class BernoulliOptions(RateOptions):
+    budget: Budget = option(Budget(0.13), "the expected selection rate held in training (both sides)",
+                            role="target held in training (with --lagrangian)", requires="lagrangian")
+    lagrange_lr: float = option(0.05, "step size of the multiplicative Lagrange multiplier updates", above=0.0,
+                                requires="lagrangian")
+    lagrange_rho: float = option(20.0, "weight of the augmented-Lagrangian term rho/2 (rate - target)^2",
+                                 low=0.0, requires="lagrangian")
+    sparsity: float = option(0.0003, "cost per selected token, lambda0 of Lei et al.", low=0.0)
+    coherence: float | None = option(None, "cost per 0/1 transition, lambda1", low=0.0,
+                                     default_text="2 x sparsity")
+    baseline: str = option("ema", "REINFORCE baseline: none, ema (moving average) or loo (leave one out "
+                           "over --samples)", choices=BASELINES)
+    samples: int = option(1, "rationales sampled per document", low=1)
+    lagrangian: bool = option(False, "hold the rate at --budget with a multiplier (added to the --sparsity "
+                              "cost: give --sparsity 0 to leave the rate to the multiplier)",
+                              negative="--fixed-penalty")
+    exact_penalty: bool = option(True, "independent selector: differentiate the expected sparsity and "
+                                 "coherence costs exactly instead of sampling them through REINFORCE",
+                                 negative="--sampled-penalty")
+
+    def check(self) -> None:
+        if self.baseline == "loo" and self.samples < 2:
+            raise OptionError("samples", self.samples, "2 or more with --baseline loo (leave one out)")
+
+
 class BernoulliSelector(Selector):
-    def __init__(
-        self,
-        input_size: int,
-        sparsity: float = 0.0003,
-        coherence: float | None = None,
-        baseline: str = "ema",
-        samples: int = 1,
-        dependent: bool = False,
-        z_hidden: int = 30,
-        lagrangian: bool = False,
-        selection: float = 0.13,
-        lagrange_lr: float = 0.05,
-        lagrange_rho: float = 20.0,
-        exact_penalty: bool = True,
-        ema_decay: float = 0.9,
-    ):
-        super().__init__()
-        if baseline not in BASELINES:
-            raise ValueError(f"unknown baseline {baseline!r}: expected one of {', '.join(BASELINES)}")
-        if baseline == "loo" and samples < 2:
-            raise ValueError("the leave-one-out baseline needs --samples 2 or more")
-        self.sparsity = sparsity
-        self.coherence = 2 * sparsity if coherence is None else coherence
-        self.baseline, self.samples, self.ema_decay = baseline, samples, ema_decay
-        self.selection = selection
-        self.exact_penalty = exact_penalty and not dependent
-        self.scan = DependentScan(input_size, 1, z_hidden) if dependent else None
-        self.logit_layer = None if dependent else nn.Linear(input_size, 1)
-        self.multiplier = EqualityMultiplier(rho=lagrange_rho, lr=lagrange_lr) if lagrangian else None
+    Options = BernoulliOptions
+    summary = ("Lei et al.'s original model: z_i ~ Bernoulli, trained with REINFORCE on the task loss plus "
+               "--sparsity x selected + --coherence x transitions; --lagrangian holds the rate at --budget "
+               "instead; test time selects p >= 0.5")
+
+    def __init__(self, input_size: int, *, z_hidden: int = 30, ema_decay: float = 0.9, **options):
+        super().__init__(**options)
+        opts = self.options
+        self.sparsity = opts.sparsity
+        self.coherence = 2 * opts.sparsity if opts.coherence is None else opts.coherence
+        self.baseline, self.samples, self.ema_decay = opts.baseline, opts.samples, ema_decay
+        self.budget = opts.budget
+        self.exact_penalty = opts.exact_penalty and not opts.dependent
+        self.scan = DependentScan(input_size, 1, z_hidden) if opts.dependent else None
+        self.logit_layer = None if opts.dependent else nn.Linear(input_size, 1)
+        self.multiplier = (EqualityMultiplier(rho=opts.lagrange_rho, lr=opts.lagrange_lr)
+                           if opts.lagrangian else None)
         self.register_buffer("average_cost", torch.tensor(0.0))
         self.register_buffer("average_ready", torch.tensor(False))
 
@@ -121,22 +140,21 @@ class BernoulliSelector(Selector):
         else:
             selected, transitions = drawn
         rate = selected / lengths
+        target = self.budget.rates(mask).mean()
         extra = self.sparsity * selected + self.coherence * transitions
         if self.exact_penalty:
             penalty, sampled = extra.mean(), z.new_zeros(())
             if self.multiplier is not None:  # lambda * c + rho/2 c^2 on the expected rate, as HardKuma's
-                penalty = penalty + self.multiplier(rate.mean() - self.selection)
+                penalty = penalty + self.multiplier(rate.mean() - target)
         else:
             if self.multiplier is not None:
-                self.multiplier(rate.mean() - self.selection)
+                self.multiplier(rate.mean() - target)
                 extra = extra + self.multiplier.value * rate
             penalty, sampled = z.new_zeros(()), extra.detach()
         surrogate = lambda task_loss: self.surrogate(task_loss + sampled, lp)
-        with torch.no_grad():
-            stats = {"selected": float(((z > 0).float() * mask.unsqueeze(1)).sum() / (mask.sum() * s).clamp_min(1.0)),
-                     "transitions": float((drawn[1] / lengths).mean())}
-            if self.multiplier is not None:
-                stats["lambda_l0"] = float(self.multiplier.value)
+        stats = {"selected": selected_share(z, mask.unsqueeze(1)), "transitions": (drawn[1] / lengths).mean().detach()}
+        if self.multiplier is not None:
+            stats["lambda_l0"] = self.multiplier.value.detach()
         return Selection(masks=z, weights=z.new_full((batch, s), 1.0 / s), penalty=penalty,
                          surrogate=surrogate, stats=stats)
 
@@ -159,12 +177,6 @@ class BernoulliSelector(Selector):
         else:
             advantage = cost
         return (advantage * lp).mean()
-
-    def decode(self, states: Tensor, mask: Tensor) -> Tensor:
-        return self.decode_with_scores(states, mask)[0]
-
-    def token_scores(self, states: Tensor, mask: Tensor) -> Tensor:
-        return self.decode_with_scores(states, mask)[1]
 
     def decode_with_scores(self, states: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
         """z_i = [p_i >= 0.5] and p_i (conditioned on the decoded prefix when dependent)."""

@@ -11,6 +11,7 @@ class FullSelector(Selector):
     """Selects every non-pad token; the predictor reads the whole text."""
 
     needs_states = False
+    summary = "every token: the full-text baseline"
 
     def __init__(self, input_size: int = 0):
         super().__init__()
@@ -18,5 +19,5 @@ class FullSelector(Selector):
     def forward(self, states: Tensor, mask: Tensor) -> Selection:
         return Selection.single(mask)
 
-    def decode(self, states: Tensor, mask: Tensor) -> Tensor:
-        return mask
+    def decode_with_scores(self, states: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+        return mask, mask

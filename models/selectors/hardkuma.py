@@ -10,7 +10,7 @@ number of transitions per token (the fused-lasso relaxation, eq. 12), both
 masked and normalized by document length; for the dependent variant each term
 is conditioned on the sampled prefix (appendix B.1.2). Lagrange multipliers
 (eq. 13, :mod:`models.lagrangian`) hold the expected L0 *at* its target
-(``selection``: two-sided, so a user who asks for 13% gets 13% even where the
+(``budget``, a share or a count per document, :mod:`models.budget`: two-sided, so a user who asks for 13% gets 13% even where the
 task alone would select less, with an augmented-Lagrangian term
 ``rho/2 c^2`` that damps the multipliers' oscillation) and the transitions
 *at most* at theirs. Instead of a transitions target, ``coherence`` puts a
@@ -24,14 +24,18 @@ rectified variable.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from models.distributions.hardkuma import HardKuma
 from models.lagrangian import EqualityMultiplier, LagrangeMultiplier
-from models.selection import Selection, Selector
+from models.options import OptionError, option
+from models.selection import Selection, Selector, selected_share
 from models.selectors.dependent import DependentScan
+from models.selectors.rate import RateOptions
 
 
 def expected_costs(log_p0: Tensor, log_nonzero: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
@@ -50,30 +54,41 @@ def most_likely(dist: HardKuma) -> Tensor:
                        torch.where(p1 >= pc, torch.ones_like(p1), dist.mean()))
 
 
+@dataclass(frozen=True)
+class HardKumaOptions(RateOptions):
+    transitions: float | None = option(None, "at most this rate of 0/1 transitions per token", low=0.0,
+                                       high=1.0, default_text="no limit")
+    coherence: float | None = option(None, "fixed weight on the expected transitions per document, instead "
+                                     "of a --transitions target (the paper used 1e-4 to 4e-4)", low=0.0)
+
+    def check(self) -> None:
+        if self.transitions is not None and self.coherence is not None:
+            raise OptionError("coherence", self.coherence, "no --transitions target beside it (give one or the other)")
+
+
 class HardKumaSelector(Selector):
+    Options = HardKumaOptions
+    summary = ("HardKuma rationales (Bastings et al. 2019): samples exactly 0, exactly 1 or in between; "
+               "the expected selection rate is held at --budget by a Lagrange multiplier")
+
     def __init__(
         self,
         input_size: int,
-        selection: float = 0.13,
-        transitions: float | None = None,
-        coherence: float | None = None,
-        dependent: bool = False,
+        *,
         z_hidden: int = 30,
-        lagrange_lr: float = 0.05,
         lagrange_alpha: float = 0.5,
-        lagrange_rho: float = 1.0,
         lambda_init: float = 0.0015,
         lambda_max: float = 5.0,
+        **options,
     ):
-        super().__init__()
-        if transitions is not None and coherence is not None:
-            raise ValueError("give a transitions target or a fixed coherence weight, not both")
-        self.selection, self.transitions, self.coherence = selection, transitions, coherence or 0.0
-        self.scan = DependentScan(input_size, 2, z_hidden) if dependent else None
-        self.shape_layer = None if dependent else nn.Linear(input_size, 2)
-        options = dict(init=lambda_init, lr=lagrange_lr, alpha=lagrange_alpha, maximum=lambda_max)
-        self.lambda_l0 = EqualityMultiplier(rho=lagrange_rho, **options)
-        self.lambda_transitions = LagrangeMultiplier(**options) if transitions is not None else None
+        super().__init__(**options)
+        opts = self.options
+        self.budget, self.transitions, self.coherence = opts.budget, opts.transitions, opts.coherence or 0.0
+        self.scan = DependentScan(input_size, 2, z_hidden) if opts.dependent else None
+        self.shape_layer = None if opts.dependent else nn.Linear(input_size, 2)
+        multiplier = dict(init=lambda_init, lr=opts.lagrange_lr, alpha=lagrange_alpha, maximum=lambda_max)
+        self.lambda_l0 = EqualityMultiplier(rho=opts.lagrange_rho, **multiplier)
+        self.lambda_transitions = LagrangeMultiplier(**multiplier) if opts.transitions is not None else None
 
     def run(self, states: Tensor, mask: Tensor, choose) -> tuple[Tensor, HardKuma]:
         """z for every token and the distributions it was drawn from; ``choose(dist)``
@@ -90,27 +105,20 @@ class HardKumaSelector(Selector):
         nonzero, flips = expected_costs(dist.log_p0(), dist.log_p_nonzero(), mask)
         lengths = mask.sum(-1).clamp_min(1.0)
         l0, transitions = (nonzero / lengths).mean(), (flips / lengths).mean()
-        penalty = self.lambda_l0(l0 - self.selection) + self.coherence * flips.mean()
+        target = self.budget.rates(mask).mean()
+        penalty = self.lambda_l0(l0 - target) + self.coherence * flips.mean()
         if self.lambda_transitions is not None:
             penalty = penalty + self.lambda_transitions(transitions - self.transitions)
-        tokens = mask.sum().clamp_min(1.0)
-        with torch.no_grad():
-            stats = {
-                "selected": float(((z > 0).float() * mask).sum() / tokens),
-                "exact_one": float(((z == 1).float() * mask).sum() / tokens),
-                "expected_l0": float(l0),
-                "expected_transitions": float(transitions),
-                "lambda_l0": float(self.lambda_l0.value),
-            }
-            if self.lambda_transitions is not None:
-                stats["lambda_transitions"] = float(self.lambda_transitions.value)
+        stats = {
+            "selected": selected_share(z, mask),
+            "exact_one": selected_share((z == 1).to(z.dtype), mask),
+            "expected_l0": l0.detach(),
+            "expected_transitions": transitions.detach(),
+            "lambda_l0": self.lambda_l0.value.detach(),
+        }
+        if self.lambda_transitions is not None:
+            stats["lambda_transitions"] = self.lambda_transitions.value.detach()
         return Selection.single(z, penalty, **stats)
-
-    def decode(self, states: Tensor, mask: Tensor) -> Tensor:
-        return self.run(states, mask, most_likely)[0]
-
-    def token_scores(self, states: Tensor, mask: Tensor) -> Tensor:
-        return self.decode_with_scores(states, mask)[1]
 
     def decode_with_scores(self, states: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
         """The decoded z and P(z_i != 0) (conditioned on the decoded prefix when dependent)."""

@@ -1,4 +1,4 @@
-"""SIMPLE rationales: exactly k tokens, sampled exactly, trained through the exact
+"""SIMPLE rationales: exactly ``budget`` tokens (k, or a share of each document), sampled exactly, trained through the exact
 marginals (Ahmed et al., 2023, sections 3-4; the distribution is in
 :mod:`models.distributions.ksubset`).
 
@@ -6,42 +6,60 @@ Per-token logits come from a linear layer over the selector encoder's states.
 Training: the predictor reads an exact sample of ``p(z | sum z = k)``; the
 selector's gradient is the gradient through the marginals (eq. 8). Optional
 ``kl_weight`` adds ``KL(p(z | k) || uniform)`` (Proposition 4) to the loss.
-Test time: the k highest logits.
+Test time: the k highest logits; token scores are the marginals P(z_i = 1 | sum z = k).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from torch import Tensor, nn
 
+from models.budget import Budget
 from models.distributions.ksubset import KSubset, simple_estimator
-from models.selection import Selection, Selector
+from models.options import Options, option
+from models.selection import Selection, Selector, selected_share
+
+
+@dataclass(frozen=True)
+class KSubsetOptions(Options):
+    """The size of a k-subset extractor's rationale (exact)."""
+
+    budget: Budget = option(Budget(count=10), "exactly this many tokens per document (k)", role="exact size")
+
+
+@dataclass(frozen=True)
+class SimpleOptions(KSubsetOptions):
+    kl_weight: float = option(0.0, "weight of KL(p(z | k) || uniform) in the loss", low=0.0)
 
 
 class SimpleSelector(Selector):
-    def __init__(self, input_size: int, k: int = 10, kl_weight: float = 0.0):
-        super().__init__()
-        if k < 1:
-            raise ValueError(f"k must be at least 1, got {k}")
-        self.k, self.kl_weight = k, kl_weight
+    Options = SimpleOptions
+    summary = ("SIMPLE (Ahmed et al. 2023): exactly --budget tokens, an exact sample of the k-subset "
+               "distribution in training with gradients through its exact marginals; test time takes "
+               "the k highest-scoring tokens")
+    default_encoder = "l2x"
+
+    def __init__(self, input_size: int, **options):
+        super().__init__(**options)
+        self.kl_weight = self.options.kl_weight
         self.logit_layer = nn.Linear(input_size, 1)
 
     def distribution(self, states: Tensor, mask: Tensor) -> KSubset:
-        return KSubset(self.logit_layer(states).squeeze(-1), mask, self.k)
+        return KSubset(self.logit_layer(states).squeeze(-1), mask, self.options.budget.tokens(mask))
 
     def forward(self, states: Tensor, mask: Tensor) -> Selection:
         dist = self.distribution(states, mask)
         z, mu = simple_estimator(dist)
         penalty = z.new_zeros(())
-        stats = {"selected": float((z.detach() * mask).sum() / mask.sum().clamp_min(1.0))}
+        stats = {"selected": selected_share(z, mask)}
         if self.kl_weight > 0:
             kl = dist.kl_uniform(mu).mean()
             penalty = self.kl_weight * kl
-            stats["kl_uniform"] = kl.item()
+            stats["kl_uniform"] = kl.detach()
         return Selection.single(z, penalty, **stats)
 
-    def decode(self, states: Tensor, mask: Tensor) -> Tensor:
-        return self.distribution(states, mask).argmax()
-
-    def token_scores(self, states: Tensor, mask: Tensor) -> Tensor:
-        """The conditional marginals P(z_i = 1 | sum z = k)."""
-        return self.distribution(states, mask).marginals()
+    def decode_with_scores(self, states: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+        """The k highest logits and the conditional marginals P(z_i = 1 | sum z = k)."""
+        dist = self.distribution(states, mask)
+        return dist.argmax(), dist.marginals()

@@ -20,28 +20,38 @@ test time alike.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from torch import Tensor
 
+from models.options import Options, option
 from models.prox import oscar_prox, tv_prox
 from models.selectors.attention import AttentionSelector
 
-ATTENTIONS = ("sparsemax", "fusedmax", "oscarmax")
 PROX = {"fusedmax": tv_prox, "oscarmax": oscar_prox}
 DEFAULT_LAMBDA = {"sparsemax": 0.0, "fusedmax": 0.1, "oscarmax": 0.01}
+ATTENTIONS = tuple(DEFAULT_LAMBDA)
+
+
+@dataclass(frozen=True)
+class SparseAttentionOptions(Options):
+    attention: str = option("sparsemax", "the sparse map: sparsemax, fusedmax (contiguous segments) or "
+                            "oscarmax (clusters anywhere)", choices=ATTENTIONS)
+    gamma: float = option(1.0, "regularization strength gamma, larger is denser", above=0.0)
+    lam: float | None = option(None, "fusion strength of fusedmax / oscarmax", low=0.0,
+                               default_text="0.1 for fusedmax, 0.01 for oscarmax")
 
 
 class SparseAttentionSelector(AttentionSelector):
-    def __init__(self, input_size: int, attention: str = "sparsemax", gamma: float = 1.0,
-                 lam: float | None = None, attention_size: int = 100):
-        super().__init__(input_size, selection=1.0, attention_size=attention_size)
-        if attention not in ATTENTIONS:
-            raise ValueError(f"unknown attention {attention!r}: expected one of {', '.join(ATTENTIONS)}")
-        if gamma <= 0:
-            raise ValueError(f"gamma must be positive, got {gamma}")
-        if lam is not None and lam < 0:
-            raise ValueError(f"lambda must be 0 or more, got {lam}")
-        self.attention_name, self.gamma = attention, gamma
-        self.lam = DEFAULT_LAMBDA[attention] if lam is None else lam
+    Options = SparseAttentionOptions
+    summary = ("sparse and structured attention (Niculae & Blondel 2017): attention weights from "
+               "sparsemax, fusedmax or oscarmax, exactly zero outside their support; the support is "
+               "the rationale (its size follows --gamma; no budget)")
+
+    def __init__(self, input_size: int, *, attention_size: int = 100, **options):
+        super().__init__(input_size, attention_size=attention_size, **options)
+        self.attention_name, self.gamma = self.options.attention, self.options.gamma
+        self.lam = DEFAULT_LAMBDA[self.attention_name] if self.options.lam is None else self.options.lam
 
     def normalize(self, logits: Tensor, mask: Tensor) -> Tensor:
         from entmax import sparsemax  # imported here so the other extractors never need it

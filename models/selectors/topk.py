@@ -13,12 +13,16 @@ gradient). Test time: the argmax with the unperturbed utilities.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor, nn
 
 from models.distributions.chain_ksubset import ChainKSubset
 from models.distributions.ksubset import KSubset
+from models.options import option
 from models.selection import Selection, Selector
+from models.selectors.simple import KSubsetOptions
 
 
 def gumbel_like(x: Tensor) -> Tensor:
@@ -26,14 +30,23 @@ def gumbel_like(x: Tensor) -> Tensor:
     return -torch.log(-torch.log(u))
 
 
+@dataclass(frozen=True)
+class TopKOptions(KSubsetOptions):
+    tau: float = option(1.0, "temperature of the relaxation", above=0.0)
+    straight_through: bool = option(False, "hard sample forward, relaxed gradient", negative="--relaxed")
+
+
 class TopKSelector(Selector):
+    Options = TopKOptions
+    summary = ("stochastic softmax trick (Paulus et al. 2020): Gumbel-perturbed token utilities, trained "
+               "on the relaxed k-subset of --budget tokens (temperature --tau); test time takes the best "
+               "k-subset of the unperturbed utilities")
+    default_encoder = "sst-complex"
     correlated = False
 
-    def __init__(self, input_size: int, k: int = 10, tau: float = 1.0, straight_through: bool = False):
-        super().__init__()
-        if k < 1 or tau <= 0:
-            raise ValueError(f"need k >= 1 and tau > 0, got k={k}, tau={tau}")
-        self.k, self.tau, self.straight_through = k, tau, straight_through
+    def __init__(self, input_size: int, **options):
+        super().__init__(**options)
+        self.tau, self.straight_through = self.options.tau, self.options.straight_through
         self.unary = nn.Linear(input_size, 1)
 
     def utilities(self, states: Tensor) -> tuple[Tensor, Tensor | None]:
@@ -41,10 +54,10 @@ class TopKSelector(Selector):
 
     def distribution(self, unary: Tensor, pairwise: Tensor | None, mask: Tensor, tau: float = 1.0):
         """The k-subset distribution with utilities / tau (a chain when there are pairwise terms)."""
+        k = self.options.budget.tokens(mask)
         if pairwise is None:
-            return KSubset(unary / tau, mask, self.k)
-        return ChainKSubset(unary / tau, pairwise / tau, mask, self.k)
-
+            return KSubset(unary / tau, mask, k)
+        return ChainKSubset(unary / tau, pairwise / tau, mask, k)
     def forward(self, states: Tensor, mask: Tensor) -> Selection:
         unary, pairwise = self.utilities(states)
         perturbed = unary + gumbel_like(unary)
@@ -55,15 +68,8 @@ class TopKSelector(Selector):
             hard = self.distribution(perturbed.detach(), None if pairwise is None else pairwise.detach(), mask).argmax()
             z = hard + soft - soft.detach()
         with torch.no_grad():
-            entropy = -(soft * torch.log(soft.clamp_min(1e-12))).sum(-1).mean().item()
+            entropy = -(soft * torch.log(soft.clamp_min(1e-12))).sum(-1).mean()
         return Selection.single(z * mask, soft_entropy=entropy)
-
-    def decode(self, states: Tensor, mask: Tensor) -> Tensor:
-        unary, pairwise = self.utilities(states)
-        return self.distribution(unary, pairwise, mask).argmax()
-
-    def token_scores(self, states: Tensor, mask: Tensor) -> Tensor:
-        return self.decode_with_scores(states, mask)[1]
 
     def decode_with_scores(self, states: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
         """The best k-subset and the relaxed mask at temperature tau, both without noise."""
@@ -73,10 +79,12 @@ class TopKSelector(Selector):
 
 
 class CorrelatedTopKSelector(TopKSelector):
+    summary = ("correlated top-k (Paulus et al. 2020): as topk, with learned utilities for adjacent "
+               "selected pairs, so rationales come out more contiguous")
     correlated = True
 
-    def __init__(self, input_size: int, k: int = 10, tau: float = 1.0, straight_through: bool = False):
-        super().__init__(input_size, k, tau, straight_through)
+    def __init__(self, input_size: int, **options):
+        super().__init__(input_size, **options)
         self.left = nn.Linear(input_size, 1)
         self.right = nn.Linear(input_size, 1)
         self.pair = nn.Conv1d(input_size, 1, kernel_size=2)

@@ -3,7 +3,7 @@
 
 Token scores theta come from a linear layer over the selector encoder's states; a
 mask's score is ``<theta, z>`` and each document's budget is at most
-``round(selection * length)`` tokens. The K best masks (``top_masks``) are
+``budget`` tokens (a share or a count, a cap). The K best masks (``top_masks``) are
 enumerated exactly, ``xi = sparsemax(their scores)``, and the trainer sums the
 task loss over the masks with ``xi > 0``: deterministic, no sampling. Whenever fewer
 than K masks get weight, xi equals sparsemax over all masks (the paper's
@@ -13,18 +13,29 @@ Test time: the best mask.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from torch import Tensor
 
 from models.distributions.kbest import NEG, k_best_masks
-from models.selection import MaskSetSelector
+from models.options import option
+from models.selectors.mask_set import MaskSetOptions, MaskSetSelector
+
+
+@dataclass(frozen=True)
+class TopKSparsemaxOptions(MaskSetOptions):
+    top_masks: int = option(10, "how many of the best masks sparsemax chooses among", low=1)
 
 
 class TopKSparsemaxSelector(MaskSetSelector):
-    def __init__(self, input_size: int, selection: float = 0.13, top_masks: int = 10):
-        super().__init__(input_size, selection)
-        if top_masks < 1:
-            raise ValueError(f"top_masks must be at least 1, got {top_masks}")
-        self.top_masks = top_masks
+    Options = TopKSparsemaxOptions
+    summary = ("top-k sparsemax (Correia et al. 2020): sparsemax over the --top-masks best masks of at "
+               "most --budget tokens, the task loss summed over those with weight; test time takes the "
+               "best mask")
+
+    def __init__(self, input_size: int, **options):
+        super().__init__(input_size, **options)
+        self.top_masks = self.options.top_masks
 
     def solve(self, states: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
         from entmax import sparsemax  # imported here so the other extractors never need it
@@ -34,6 +45,6 @@ class TopKSparsemaxSelector(MaskSetSelector):
         scores = (masks * theta.unsqueeze(1)).sum(-1).masked_fill(best <= NEG / 2, NEG)
         return sparsemax(scores, dim=-1), masks
 
-    def support_stats(self, weights: Tensor, masks: Tensor, mask: Tensor) -> dict[str, float]:
+    def support_stats(self, weights: Tensor, masks: Tensor, mask: Tensor) -> dict[str, Tensor]:
         support = (weights > 0).sum(-1).float()
-        return {"support": float(support.mean()), "exact": float((support < self.top_masks).float().mean())}
+        return {"support": support.mean(), "exact": (support < self.top_masks).float().mean()}

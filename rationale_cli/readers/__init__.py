@@ -14,14 +14,19 @@ can be inferred from their types. Any problem with the input raises
 | jsonl | native JSON lines (``text``/``tokens``, ``label``/``score``, ``rationale``) | jsonl |
 | csv, tsv | tables with a text and a label column | table |
 | text | one document a line, no labels | text |
+
+:data:`FORMATS` maps each name (``auto`` first) to a :class:`Format`: its one-line
+help and the function that opens its stream; adding a format is its module, one
+entry there and, to be detected, a check in :func:`detect_format`.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from rationale_cli.errors import UserError
 from rationale_cli.readers.beer import iter_beer, iter_beer_annotations
@@ -32,9 +37,8 @@ from rationale_cli.readers.table import iter_table
 from rationale_cli.readers.text import iter_text
 from rationale_cli.records import Record
 
-__all__ = ["FORMATS", "detect_format", "iter_records", "read_records"]
+__all__ = ["FORMATS", "Format", "detect_format", "iter_records", "read_records"]
 
-FORMATS = ("auto", "beer", "beer-annotations", "eraser", "jsonl", "csv", "tsv", "text")
 BEER_NAME = re.compile(r"reviews\.aspect\d+.*\.txt(\.gz)?$")
 
 
@@ -83,6 +87,38 @@ def detect_format(path: str | Path) -> str:
     return "text"
 
 
+@dataclass(frozen=True)
+class Format:
+    """A registry entry: ``help`` (one line) and ``open(path, *, aspect, split, text_col, label_col)``,
+    the stream of records (each reader takes the options it needs)."""
+
+    help: str
+    open: Callable[..., Iterator[Record]]
+
+
+def _auto(path: str | Path, **options) -> Iterator[Record]:
+    """The stream of the detected format; detects at once, not when iterating."""
+    return FORMATS[detect_format(path)].open(path, **options)
+
+
+FORMATS: dict[str, Format] = {
+    "auto": Format("detect from the file name, its place and its first line", _auto),
+    "beer": Format("Lei et al.'s reviews.aspectN.*.txt[.gz]: five scores, TAB, tokens; --aspect defaults to N",
+                   lambda path, aspect, **_: iter_beer(path, aspect)),
+    "beer-annotations": Format("Lei et al.'s annotations.json, gold rationale spans per aspect; needs --aspect",
+                               lambda path, aspect, **_: iter_beer_annotations(path, aspect)),
+    "eraser": Format("an ERASER folder (train/val/test.jsonl + docs/) or one of its split files",
+                     lambda path, split, **_: iter_eraser(path, split)),
+    "jsonl": Format("one object a line: text or tokens, label or score, optional rationale token spans",
+                    lambda path, **_: iter_jsonl(path)),
+    "csv": Format("a comma-separated table with --text-col and --label-col",
+                  lambda path, text_col, label_col, **_: iter_table(path, ",", text_col, label_col)),
+    "tsv": Format("a tab-separated table with --text-col and --label-col",
+                  lambda path, text_col, label_col, **_: iter_table(path, "\t", text_col, label_col)),
+    "text": Format("one document a line, no labels (for predict and explain)", lambda path, **_: iter_text(path)),
+}
+
+
 def iter_records(
     path: str | Path,
     fmt: str = "auto",
@@ -103,20 +139,7 @@ def iter_records(
     """
     if fmt not in FORMATS:
         raise UserError(f"unknown format {fmt!r}: expected one of {', '.join(FORMATS)}")
-    if fmt == "auto":
-        fmt = detect_format(path)
-    if fmt == "beer":
-        stream = iter_beer(path, aspect)
-    elif fmt == "beer-annotations":
-        stream = iter_beer_annotations(path, aspect)
-    elif fmt == "eraser":
-        stream = iter_eraser(path, split)
-    elif fmt == "jsonl":
-        stream = iter_jsonl(path)
-    elif fmt in ("csv", "tsv"):
-        stream = iter_table(path, "," if fmt == "csv" else "\t", text_col, label_col)
-    else:
-        stream = iter_text(path)
+    stream = FORMATS[fmt].open(path, aspect=aspect, split=split, text_col=text_col, label_col=label_col)
     return _nonempty(stream, path)
 
 

@@ -1,0 +1,202 @@
+"""Declared options: each is written once, with its type, default, range and help.
+
+An extractor declares its options as a frozen dataclass of :func:`option` fields
+(a subclass of :class:`Options`); the training options are declared the same way.
+Everything else reads the declarations: the command line's flags and their help,
+the TOML keys, the configuration saved in a run and the one validation path
+(:meth:`Spec.check`), whose errors name the option and what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from models.budget import ALLOWED as BUDGET_ALLOWED
+from models.budget import Budget
+
+KINDS = ("bool", "int", "float", "str", "Budget")
+
+
+class OptionError(ValueError):
+    """An option's value is not allowed: ``name``, the value, what is allowed and, once
+    known, the extractor whose option it is. ``unknown``: the extractor has no such option."""
+
+    def __init__(self, name: str, value: Any, allowed: str, *, extractor: str | None = None,
+                 unknown: bool = False):
+        self.name, self.value, self.allowed, self.extractor, self.unknown = name, value, allowed, extractor, unknown
+        super().__init__(self.line())
+
+    def line(self) -> str:
+        who = f"--extractor {self.extractor}" if self.extractor else "this extractor"
+        if self.unknown:
+            return f"{flag_of(self.name)} does not apply to {who}; {self.allowed}"
+        expects = f"{who} expects" if self.extractor else "expected"
+        return f"{flag_of(self.name)} {shown(self.value)}: {expects} {self.allowed}"
+
+    def of(self, extractor: str) -> OptionError:
+        """The same error, naming the extractor."""
+        return OptionError(self.name, self.value, self.allowed, extractor=extractor, unknown=self.unknown)
+
+
+def flag_of(name: str) -> str:
+    return "--" + {"lam": "lambda"}.get(name, name).replace("_", "-")
+
+
+def shown(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def option(default: Any, help: str, *, low: float | None = None, high: float | None = None,
+           above: float | None = None, choices: tuple[str, ...] | dict | None = None,
+           negative: str | None = None, default_text: str | None = None, role: str | None = None,
+           requires: str | None = None, panel: str | None = None) -> Any:
+    """A declared field. ``low``/``high``: inclusive bounds, ``above``: exclusive lower bound;
+    ``negative``: the off-switch of a boolean flag (``--fixed-penalty``); ``default_text``:
+    how ``--help`` describes a default that depends on other options; ``role``: what a
+    budget is for this extractor; ``requires``: a boolean option without which this
+    one means nothing; ``panel``: where ``--help`` lists it."""
+    meta = dict(help=help, low=low, high=high, above=above, choices=tuple(choices) if choices else None,
+                negative=negative, default_text=default_text, role=role, requires=requires, panel=panel)
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One declared option, read off a dataclass field."""
+
+    name: str
+    kind: str
+    nullable: bool
+    default: Any
+    help: str
+    low: float | None = None
+    high: float | None = None
+    above: float | None = None
+    choices: tuple[str, ...] | None = None
+    negative: str | None = None
+    default_text: str | None = None
+    role: str | None = None
+    requires: str | None = None
+    panel: str | None = None
+
+    @property
+    def flag(self) -> str:
+        return flag_of(self.name)
+
+    def allowed(self) -> str:
+        """What a value may be, in words."""
+        if self.kind == "Budget":
+            text = BUDGET_ALLOWED
+        elif self.choices:
+            text = "one of " + ", ".join(self.choices)
+        elif self.kind in ("int", "float"):
+            word = "an integer" if self.kind == "int" else "a number"
+            bounds = [f"> {self.above:g}" if self.above is not None else None,
+                      f">= {self.low:g}" if self.low is not None else None,
+                      f"<= {self.high:g}" if self.high is not None else None]
+            bounds = [b for b in bounds if b]
+            text = f"{word} {' and '.join(bounds)}" if bounds else word
+        else:
+            text = {"bool": "true or false", "str": "a string"}[self.kind]
+        return text + (" (or nothing)" if self.nullable and self.kind != "bool" else "")
+
+    def default_shown(self) -> str:
+        if self.default_text is not None:
+            return self.default_text
+        if self.default is None:
+            return "none"
+        return shown(self.default)
+
+    def check(self, value: Any) -> Any:
+        """``value`` converted to the declared type (ints to floats, budgets parsed) and
+        checked against the range, or an :class:`OptionError`."""
+        if value is None:
+            if self.nullable:
+                return None
+            raise OptionError(self.name, "(nothing)", self.allowed())
+        try:
+            value = self.convert(value)
+        except (TypeError, ValueError):
+            raise OptionError(self.name, value, self.allowed()) from None
+        if self.kind in ("int", "float") and not self.in_range(value):
+            raise OptionError(self.name, value, self.allowed())
+        if self.choices and value not in self.choices:
+            raise OptionError(self.name, value, self.allowed())
+        return value
+
+    def convert(self, value: Any) -> Any:
+        if self.kind == "Budget":
+            return Budget.parse(value)
+        if isinstance(value, bool) != (self.kind == "bool"):
+            raise TypeError(value)
+        if self.kind == "float" and isinstance(value, (int, float)):
+            return float(value)
+        if isinstance(value, {"bool": bool, "int": int, "str": str}.get(self.kind, ())):
+            return value
+        raise TypeError(value)
+
+    def in_range(self, value: float) -> bool:
+        return ((self.low is None or value >= self.low) and (self.high is None or value <= self.high)
+                and (self.above is None or value > self.above))
+
+
+def specs(declared: type) -> list[Spec]:
+    """The options declared by a dataclass, in declaration order."""
+    out = []
+    for f in dataclasses.fields(declared):
+        if "help" not in f.metadata:
+            continue
+        kind = str(f.type).replace(" | None", "")
+        if kind not in KINDS:
+            raise TypeError(f"{declared.__name__}.{f.name}: undeclarable type {f.type}")
+        default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+        out.append(Spec(f.name, kind, "None" in str(f.type), default, **f.metadata))
+    return out
+
+
+@dataclass(frozen=True)
+class Options:
+    """Base of every extractor's options: values are checked when the object is made."""
+
+    def __post_init__(self) -> None:
+        for spec in specs(type(self)):
+            object.__setattr__(self, spec.name, spec.check(getattr(self, spec.name)))
+        self.check()
+
+    def check(self) -> None:
+        """Rules between options; an :class:`OptionError` when one is broken."""
+
+    @classmethod
+    def create(cls, values: dict[str, Any], given: set[str] | frozenset[str] = frozenset()) -> Options:
+        """The options from ``values`` (defaults for the rest). ``given``: the names a user
+        gave explicitly, refused where an option they need is off (``requires``)."""
+        declared = {spec.name: spec for spec in specs(cls)}
+        unknown = sorted(set(values) - set(declared))
+        if unknown:
+            own = ", ".join(map(flag_of, declared)) or "none"
+            raise OptionError(unknown[0], values[unknown[0]], f"its options: {own}", unknown=True)
+        made = cls(**values)
+        for name in sorted(given & set(declared)):
+            needed = declared[name].requires
+            if needed is not None and not getattr(made, needed):
+                raise OptionError(name, values[name], f"it only applies with {flag_of(needed)}")
+        return made
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready values (a budget as a share or a count)."""
+        return {spec.name: to_json(getattr(self, spec.name)) for spec in specs(type(self))}
+
+
+def to_json(value: Any) -> Any:
+    return value.to_json() if isinstance(value, Budget) else value
+
+
+@dataclass(frozen=True)
+class NoOptions(Options):
+    """An extractor without options."""

@@ -1,0 +1,52 @@
+"""Sparse marginalization over whole masks (Correia et al., 2020, section 4): the
+shared part of ``sparsemap`` and ``topk-sparsemax``.
+
+Token scores come from a linear layer; every mask holds at most ``budget`` tokens
+of its document (a cap: a share or a count, :mod:`models.budget`); a subclass's
+:meth:`MaskSetSelector.solve` returns weights ``[B, S]`` over masks ``[B, S, T]``.
+Training sums the task loss over the masks with their weights and reports the
+support size; test time takes the most probable mask, and the token scores are
+the marginals ``sum_z xi_z z``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import Tensor, nn
+
+from models.budget import Budget
+from models.options import Options, option
+from models.selection import Selection, Selector
+
+
+@dataclass(frozen=True)
+class MaskSetOptions(Options):
+    budget: Budget = option(Budget(0.13), "at most this many tokens in every mask of the support", role="cap")
+
+
+class MaskSetSelector(Selector):
+    Options = MaskSetOptions
+
+    def __init__(self, input_size: int, **options):
+        super().__init__(**options)
+        self.score = nn.Linear(input_size, 1)
+
+    def solve(self, states: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def budgets(self, mask: Tensor) -> Tensor:
+        return self.options.budget.tokens(mask).long()
+
+    def support_stats(self, weights: Tensor, masks: Tensor, mask: Tensor) -> dict[str, Tensor]:
+        return {"support": (weights > 0).sum(-1).float().mean()}
+
+    def forward(self, states: Tensor, mask: Tensor) -> Selection:
+        weights, masks = self.solve(states, mask)
+        stats = {k: v.detach() for k, v in self.support_stats(weights, masks, mask).items()}
+        return Selection(masks=masks, weights=weights, penalty=weights.new_zeros(()), stats=stats)
+
+    def decode_with_scores(self, states: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+        weights, masks = self.solve(states, mask)
+        best = masks.gather(1, weights.argmax(-1)[:, None, None].expand(-1, 1, masks.shape[-1]))[:, 0]
+        return best * mask, (weights.unsqueeze(-1) * masks).sum(1) * mask
