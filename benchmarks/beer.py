@@ -33,6 +33,8 @@ from common import ROOT, append_result, device_name, git_commit, rationale  # no
 from report import write_report  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
+from models.budget import Budget  # noqa: E402
+from models.selectors import option_specs  # noqa: E402
 from rationale_cli.devices import resolve_device  # noqa: E402
 from rationale_cli.readers import read_records  # noqa: E402
 from rationale_cli.training import split_validation  # noqa: E402
@@ -87,8 +89,9 @@ def main() -> None:
     parser.add_argument("--encoder", default=None, help="architecture (default: the extractor's own)")
     parser.add_argument("--aspects", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
-    parser.add_argument("--selection", type=float, nargs="+", default=None,
-                        help="selection target per aspect (default 0.13 0.07 0.07 for aspects 0 1 2)")
+    parser.add_argument("--budget", "--selection", nargs="+", default=None,
+                        help="--budget per aspect, a share or a count (default for extractors with a rate: "
+                             "0.13 0.07 0.07 for aspects 0 1 2; the k-subset extractors' own k otherwise)")
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--pooled", action="store_true",
                         help="also train on the other aspects' heldout reviews (labelled with this aspect's score)")
@@ -112,8 +115,12 @@ def main() -> None:
     options = hashlib.sha1(" ".join(extra + ([vectors] if args.embeddings else [])).encode()).hexdigest()[:8]
     data_suffix = "-pooled" if args.pooled else f"-n{args.train_size}" if args.train_size else ""
     encoder = ["--encoder", args.encoder] if args.encoder else []
+    size = option_specs(args.extractor).get("budget")
+    # a default rate for the extractors that hold or cap one (bernoulli only with --lagrangian)
+    rated = size is not None and size.role != "exact size" and (size.requires is None or f"--{size.requires}" in extra)
     for i, aspect in enumerate(args.aspects):
-        target = args.selection[i] if args.selection else default_targets[aspect]
+        target = args.budget[i] if args.budget else default_targets[aspect] if rated else None
+        budget = ["--budget", str(target)] if target is not None else []
         if args.pooled:
             train_file, valid_file, train_size = pooled_split(data / "beer", aspect, runs / f"pooled-a{aspect}")
             split = ["--data", str(train_file), "--valid", str(valid_file)]
@@ -126,25 +133,25 @@ def main() -> None:
             split = ["--data", str(data / "beer" / f"reviews.aspect{aspect}.heldout.txt.gz"),
                      "--aspect", str(aspect), "--valid-fraction", "0.1"]
         for seed in args.seeds:
-            run = runs / f"{args.extractor}-{args.encoder or 'default'}-a{aspect}-t{target:g}-s{seed}-{options}{data_suffix}"
+            run = runs / f"{args.extractor}-{args.encoder or 'default'}-a{aspect}-t{target}-s{seed}-{options}{data_suffix}"
             train_cmd, seconds = rationale(
                 "train", *split,
                 "--embeddings", vectors,
-                *encoder, "--extractor", args.extractor, "--selection", str(target),
+                *encoder, "--extractor", args.extractor, *budget,
                 "--epochs", str(args.epochs), "--seed", str(seed), "--out", str(run), "--force", *extra,
             )
             config = json.loads((run / "config.json").read_text())
             history = json.loads((run / "metrics.json").read_text())["history"]
             supports = [epoch["support"] for epoch in history if "support" in epoch]
-            fixed_k = args.extractor in ("simple", "topk", "corr-topk")
+            saved = Budget.parse(config["budget"]) if "budget" in config else None
             metrics_file = run / "test_metrics.json"
             eval_cmd, _ = rationale("evaluate", str(run), str(data / "beer" / "annotations.json"),
                                     "--aspect", str(aspect), "--json", str(metrics_file))
             test = json.loads(metrics_file.read_text())
             append_result({
                 "benchmark": "beer", "extractor": args.extractor, "encoder": config["encoder"], "data": "beer",
-                "aspect": aspect, "selection_target": target if args.extractor not in ("full", "sparse-attention") and not fixed_k else None,
-                "k": config["k"] if fixed_k else None, "device": device_name(resolve_device(config["device"])),
+                "aspect": aspect, "selection_target": saved.share if rated and saved else None,
+                "k": saved.count if saved else None, "device": device_name(resolve_device(config["device"])),
                 "support": sum(supports) / len(supports) if supports else None,
                 "attention": config["attention"] if args.extractor == "sparse-attention" else None,
                 "seed": seed, "precision": test["precision"], "recall": test["recall"], "f1": test["f1"],

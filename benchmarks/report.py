@@ -175,6 +175,17 @@ def write_report() -> None:
         out.append("")
         out += ["Each run's exact `rationale` commands are in `results.jsonl` (`command`).", ""]
     out += timing_section(
+        rows, "demo_budget", "Every extractor on the demo corpus at one budget",
+        ["`benchmarks/demo_extractors.py`: the synthetic demo corpus (gold share about 28%), the demo's",
+         "settings, the RCNN encoder for all, `--budget 0.2` where the extractor takes one (a target held",
+         "in training, a cap, an exact size or a test-time size), test split. `sparse-attention` has no",
+         "budget and `full` selects everything."],
+        ["extractor", "budget", "epochs", "precision %", "recall %", "selected %", "transitions / doc", "test MSE",
+         "train s"],
+        lambda r: [r["extractor"], r["budget"] or "-", r["epochs"], f"{100 * r['precision']:.1f}",
+                   f"{100 * r['recall']:.1f}", f"{100 * r['selection_rate']:.1f}", f"{r['transitions']:.1f}",
+                   f"{r['mse']:.4f}", f"{r['train_seconds']:.0f}"])
+    out += timing_section(
         rows, "step_cost", "Cost of one training step",
         ["Forward, backward and Adam update on one batch, median of repeats, every variant measured",
          "side by side in one run (ratio to the full-text model of the same run)."],

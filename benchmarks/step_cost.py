@@ -27,13 +27,13 @@ from rationale_cli.training import training_step  # noqa: E402
 
 VARIANTS = {
     "full": ("full", {}),
-    "attention": ("attention", {"selection": 0.13}),
-    "hardkuma": ("hardkuma", {"selection": 0.13, "transitions": 0.02}),
-    "hardkuma-dependent": ("hardkuma", {"selection": 0.13, "transitions": 0.02, "dependent": True}),
+    "attention": ("attention", {"budget": 0.13}),
+    "hardkuma": ("hardkuma", {"budget": 0.13, "transitions": 0.02}),
+    "hardkuma-dependent": ("hardkuma", {"budget": 0.13, "transitions": 0.02, "dependent": True}),
     "bernoulli": ("bernoulli", {}),
-    "simple": ("simple", {"k": 10}),
-    "topk": ("topk", {"k": 10}),
-    "corr-topk": ("corr-topk", {"k": 10}),
+    "simple": ("simple", {"budget": 10}),
+    "topk": ("topk", {"budget": 10}),
+    "corr-topk": ("corr-topk", {"budget": 10}),
     "sparse-attention": ("sparse-attention", {}),
 }
 

@@ -124,6 +124,7 @@ def test_leave_one_out_needs_several_samples():
         BernoulliSelector(4, baseline="loo", samples=1)
 
 
+@pytest.mark.slow
 def test_lagrangian_rate_on_the_demo_corpus_is_precise_near_the_gold_share(tmp_path):
     """Precision above 85% at a selection rate within 5 points of the gold share."""
     from helpers import train_on_demo

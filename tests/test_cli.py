@@ -75,6 +75,7 @@ def test_time_limit_stops_before_an_epoch_that_would_pass_it(tmp_path):
     assert (out / "model.safetensors").is_file()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("extra", [SMALL, ["--extractor", "hardkuma", "--encoder", "lstm", "--embedding-dim", "8",
                                              "--hidden-size", "8", "--batch-size", "100", "--dropout", "0.3"]])
 def test_resume_ends_where_an_uninterrupted_run_ends(tmp_path, extra):

@@ -80,6 +80,7 @@ def test_a_large_lambda_fuses_fusedmax_into_one_contiguous_segment():
     assert support == list(range(support[0], support[-1] + 1))
 
 
+@pytest.mark.slow
 def test_fusedmax_on_the_demo_corpus_is_precise(tmp_path):
     test = train_on_demo(tmp_path, "--extractor", "sparse-attention", "--attention", "fusedmax",
                          "--encoder", "rcnn", "--epochs", "5")

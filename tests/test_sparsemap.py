@@ -90,6 +90,7 @@ def test_selector_marginalizes_the_task_loss_over_its_support():
     assert selection.stats["support"] >= 1
 
 
+@pytest.mark.slow
 def test_sparsemap_on_the_demo_corpus_is_precise(tmp_path):
     from helpers import train_on_demo
 
