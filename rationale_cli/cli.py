@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+import typer.core
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -26,7 +27,23 @@ from rationale_cli.errors import UserError
 from rationale_cli.flags import extractor_epilog, train_parameters
 from rationale_cli.readers import FORMATS
 
+def unlabelled_help(cls):
+    """A typer command class whose ``--help`` is shown as the switch it is (no ``<bool>``)."""
+
+    class Unlabelled(cls):
+        def get_help_option(self, ctx):
+            option = super().get_help_option(ctx)
+            if option is not None:
+                option.metavar = ""
+            return option
+
+    return Unlabelled
+
+
+Command = unlabelled_help(typer.core.TyperCommand)
+
 app = typer.Typer(
+    cls=unlabelled_help(typer.core.TyperGroup),
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -49,7 +66,7 @@ def show_version(value: bool) -> None:
 
 @app.callback()
 def main_options(
-    version: bool = typer.Option(False, "--version", callback=show_version, is_eager=True,
+    version: bool = typer.Option(False, "--version", callback=show_version, is_eager=True, metavar="",
                                  help="Print the version and exit."),
 ):
     """Rationale extraction: train select-then-predict models, then predict, explain and evaluate their rationales."""
@@ -113,10 +130,10 @@ def train_command():
                           default=typer.Option(None, help="TOML file with any of these options as keys "
                                                "(the command line wins).", rich_help_panel="Run")),
         inspect.Parameter("force", inspect.Parameter.KEYWORD_ONLY, annotation=bool,
-                          default=typer.Option(False, "--force", help="Replace an existing run directory.",
+                          default=typer.Option(False, "--force", metavar="", help="Replace an existing run directory.",
                                                rich_help_panel="Run")),
         inspect.Parameter("resume", inspect.Parameter.KEYWORD_ONLY, annotation=bool,
-                          default=typer.Option(False, "--resume", help="Go on training the run in --out after "
+                          default=typer.Option(False, "--resume", metavar="", help="Go on training the run in --out after "
                                                "its last finished epoch, as if it had not stopped; only --epochs, "
                                                "--time-limit, --patience, --device and where the data is read "
                                                "from may change.", rich_help_panel="Run")),
@@ -126,7 +143,7 @@ def train_command():
     return command
 
 
-app.command("train", epilog=extractor_epilog())(train_command())
+app.command("train", cls=Command, epilog=extractor_epilog())(train_command())
 
 
 def resumed(out: Path, config: Optional[Path], force: bool, options: dict) -> TrainConfig:
@@ -174,7 +191,7 @@ def load_for_inference(run: Path, device: str):
     return load_run(run, dev), dev
 
 
-@app.command()
+@app.command(cls=Command)
 @friendly
 def predict(
     run: Path = typer.Argument(..., help="Run directory from `rationale train`."),
@@ -211,7 +228,7 @@ def predict(
     stderr().print(f"wrote {count:,} predictions to {out}", highlight=False)
 
 
-@app.command()
+@app.command(cls=Command)
 @friendly
 def explain(
     run: Path = typer.Argument(..., help="Run directory from `rationale train`."),
@@ -271,7 +288,7 @@ def format_prediction(value) -> str:
     return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
-@app.command()
+@app.command(cls=Command)
 @friendly
 def evaluate(
     run: Path = typer.Argument(..., help="Run directory from `rationale train`."),
@@ -301,7 +318,7 @@ def evaluate(
         stderr().print(f"wrote {json_out}", highlight=False)
 
 
-@app.command()
+@app.command(cls=Command)
 @friendly
 def demo(
     out: Optional[Path] = typer.Option(None, help="Keep the demo's run directory here.",

@@ -163,7 +163,9 @@ def resolve(config_file: str | Path | None, cli: dict[str, Any]) -> TrainConfig:
         return from_values(values, given=set(values))
     except OptionError as err:
         where = f"{config_file}: " if err.name in from_file and err.name not in from_cli else ""
-        raise UserError(f"{where}{err}") from None
+        old = [flag_of(name) for name in ALIASES if cli.get(name) is not None]
+        said = f" (given as {old[0]})" if err.name == "budget" and old else ""
+        raise UserError(f"{where}{err}{said}") from None
 
 
 def from_saved(data: dict[str, Any], source: str) -> TrainConfig:

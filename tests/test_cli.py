@@ -334,3 +334,18 @@ def test_a_run_saved_before_budgets_still_loads_and_predicts(run_dir, tmp_path):
     assert result.exit_code == 0, result.output
     assert (tmp_path / "p.jsonl").read_text() == "".join(
         (tmp_path / "p.jsonl").read_text().splitlines(keepends=True))
+
+
+def test_readme_extractor_table_agrees_with_the_declarations():
+    from models.selectors import SELECTORS, option_specs
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    rows = [line.split("|")[1:-1] for line in readme.splitlines() if line.startswith("| `")]
+    for name in SELECTORS:
+        cells = next(row for row in rows if f"`{name}`" in row[0] and len(row) == 4)
+        spec = option_specs(name).get("budget")
+        if spec is None:
+            assert cells[2].strip().startswith("-"), name
+        else:
+            assert spec.role.split(" (")[0] in cells[2], name
+            assert cells[3].strip() == spec.default_shown(), name
