@@ -3,7 +3,11 @@
 Output goes to a temporary file in the target's own directory (so the final
 ``os.replace`` is a rename on one file system, atomic on POSIX and Windows) and
 replaces the target only once it is complete. On an exception the temporary
-file is deleted and an existing target is left as it was.
+file is deleted and an existing target is left as it was. Only regular files are
+replaced: a symbolic link is followed to its target (which is then replaced), and
+a character device or a named pipe (``/dev/stdout``, a fifo) is written through.
+A path that cannot be written (a missing or read-only folder, a folder given as
+the file) is a :class:`~rationale_cli.errors.UserError` before anything is written.
 """
 
 from __future__ import annotations
@@ -11,10 +15,14 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import stat
+import sys
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, TextIO
 
-__all__ = ["atomic_path", "write_text_atomic"]
+from rationale_cli.errors import UserError
+
+__all__ = ["atomic_path", "text_output", "write_text_atomic"]
 
 
 def _create_temp(target: Path) -> Path:
@@ -59,8 +67,23 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         with atomic_path(run_dir / "model.safetensors") as tmp:
             save_file(tensors, tmp)
     """
-    target = Path(path)
-    tmp = _create_temp(target)
+    try:
+        found = os.stat(path)  # through symbolic links
+    except FileNotFoundError:
+        found = None
+    except OSError as err:
+        raise UserError(f"{path}: cannot write here ({err.strerror})") from None
+    if found is not None and stat.S_ISDIR(found.st_mode):
+        raise UserError(f"{path}: is a folder; expected a file name to write")
+    if found is not None and not stat.S_ISREG(found.st_mode):
+        yield Path(path)  # a device or a pipe: written through, nothing to replace
+        return
+    target = Path(os.path.realpath(path))  # a link's target is what gets replaced
+    try:
+        tmp = _create_temp(target)
+    except OSError as err:
+        where = "no such folder" if isinstance(err, FileNotFoundError) else err.strerror or str(err)
+        raise UserError(f"{path}: cannot write here ({where}: {target.parent})") from None
     mode = tmp.stat().st_mode & 0o777
     try:
         yield tmp
@@ -74,8 +97,19 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         raise
 
 
-def write_text_atomic(path: str | os.PathLike, text: str, *, encoding: str = "utf-8") -> None:
-    """Write ``text`` to ``path`` atomically (see :func:`atomic_path`)."""
-    with atomic_path(path) as tmp:
-        with open(tmp, "w", encoding=encoding) as handle:
-            handle.write(text)
+@contextlib.contextmanager
+def text_output(path: str | os.PathLike) -> Iterator[TextIO]:
+    """A text handle on ``path``, written atomically (:func:`atomic_path`); ``-`` is
+    standard output."""
+    if str(path) == "-":
+        yield sys.stdout
+        sys.stdout.flush()
+        return
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as handle:
+        yield handle
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (see :func:`atomic_path`), or to standard output for ``-``."""
+    with text_output(path) as handle:
+        handle.write(text)

@@ -73,11 +73,12 @@ def main_options(
 
 
 def stderr() -> Console:
-    return Console(stderr=True, soft_wrap=True)
+    """Progress and messages; no markup, so paths and texts print as they are."""
+    return Console(stderr=True, soft_wrap=True, markup=False)
 
 
 def stdout() -> Console:
-    return Console()
+    return Console(markup=False)
 
 
 def friendly(command):
@@ -99,12 +100,22 @@ def friendly(command):
 
 def train(out: Path, config: Optional[Path], force: bool, resume: bool, **options):
     """Train a select-then-predict model and write a run directory."""
-    from rationale_cli import datasets
-    from rationale_cli.training import split_validation, train_model
+    from rationale_cli.lock import run_lock
 
     cfg = resumed(out, config, force, options) if resume else resolve(config, options)
     if not cfg.data:
         raise UserError("no training data: give --data PATH (or 'demo'), or data = ... in --config")
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{out}: is a file; --out names the run directory to create")
+    with run_lock(out):
+        train_locked(out, cfg, force, resume)
+
+
+def train_locked(out: Path, cfg: TrainConfig, force: bool, resume: bool) -> None:
+    """The rest of ``train``, holding the run directory's lock."""
+    from rationale_cli import datasets
+    from rationale_cli.training import split_validation, train_model
+
     if (out / "model.safetensors").exists() and not force and not resume:
         raise UserError(f"{out}: a trained run is already there; choose another --out or pass --force")
     console = stderr()
@@ -183,6 +194,11 @@ def metrics_table(metrics: dict, title: str) -> Table:
     return table
 
 
+def check_at_least(flag: str, value: int, low: int) -> None:
+    if value < low:
+        raise UserError(f"{flag} {value}: expected an integer >= {low}")
+
+
 def load_for_inference(run: Path, device: str):
     from rationale_cli.devices import resolve_device
     from rationale_cli.rundir import load_run
@@ -196,33 +212,40 @@ def load_for_inference(run: Path, device: str):
 def predict(
     run: Path = typer.Argument(..., help="Run directory from `rationale train`."),
     input: str = typer.Argument(..., help="Documents: text (one per line), JSONL, CSV/TSV, beer or ERASER."),
-    out: Path = typer.Option(..., "--out", "-o", help="Output JSONL file."),
+    out: Path = typer.Option(..., "--out", "-o", help="Output JSONL file ('-': standard output)."),
     format: str = typer.Option("auto", help=f"Input format: {FORMAT_HELP}."),
     aspect: Optional[int] = typer.Option(None, help="Beer aspect (default: the run's)."),
     text_col: Optional[str] = typer.Option(None, help="CSV/TSV text column (default: the run's)."),
-    batch_size: int = typer.Option(64, help="Documents per batch."),
+    batch_size: int = typer.Option(64, help="Documents per batch (at least 1)."),
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
+    force: bool = typer.Option(False, "--force", metavar="", help="Replace an existing output file."),
 ):
-    """Write one JSON line per document: prediction, rationale spans, selected tokens, token scores."""
+    """Write one JSON line per document: prediction, rationale spans, selected tokens, token scores.
+
+    INPUT '-' reads standard input, --out - writes standard output: rationale predict RUN - --out - | jq
+    """
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     from rationale_cli import datasets
-    from rationale_cli.atomic import atomic_path
+    from rationale_cli.atomic import text_output
     from rationale_cli.inference import run as run_model
-    from rationale_cli.output import prediction_json
+    from rationale_cli.output import check_new_output, prediction_json, to_json_line
 
+    check_at_least("--batch-size", batch_size, 1)
+    input = datasets.from_stdin() if input == "-" else input
+    check_new_output(out, input, force)
     loaded, dev = load_for_inference(run, device)
     cfg = loaded.config
     records = datasets.stream(input, "test", fmt=format, aspect=aspect if aspect is not None else cfg.aspect,
                               text_col=text_col or cfg.text_col, label_col=None)
     count = 0
-    with atomic_path(out) as tmp, open(tmp, "w", encoding="utf-8") as handle, Progress(
+    with text_output(out) as handle, Progress(
         SpinnerColumn(), TextColumn("{task.description}"), TextColumn("{task.completed:,} documents"),
         TimeElapsedColumn(), console=stderr(), transient=True,
     ) as bar:
         job = bar.add_task("predicting", total=None)
         for result in run_model(loaded.model, loaded.vocab, loaded.task, records, batch_size=batch_size, device=dev):
-            handle.write(json.dumps(prediction_json(result), ensure_ascii=False) + "\n")
+            handle.write(to_json_line(prediction_json(result)))
             count += 1
             bar.update(job, advance=1)
     stderr().print(f"wrote {count:,} predictions to {out}", highlight=False)

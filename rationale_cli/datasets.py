@@ -1,7 +1,12 @@
-"""Where a command's documents come from: a file or folder, or the word ``demo``."""
+"""Where a command's documents come from: a file or folder, the word ``demo``, or
+standard input (``-``)."""
 
 from __future__ import annotations
 
+import atexit
+import os
+import sys
+import tempfile
 from pathlib import Path
 from typing import Iterator
 
@@ -37,3 +42,15 @@ def has_own_validation(path: str, fmt: str) -> bool:
     if is_demo(path):
         return True
     return Path(path).is_dir() and (fmt if fmt != "auto" else detect_format(path)) == "eraser"
+
+
+def from_stdin() -> str:
+    """Standard input saved to a temporary file (removed at exit) whose name tells the
+    format detection what it holds: JSON lines when the first line is an object, else text."""
+    data = sys.stdin.buffer.read()
+    first = data.lstrip().split(b"\n", 1)[0]
+    fd, name = tempfile.mkstemp(prefix="rationale-stdin-", suffix=".jsonl" if first.startswith(b"{") else ".txt")
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+    atexit.register(lambda: Path(name).unlink(missing_ok=True))
+    return name

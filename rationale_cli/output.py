@@ -1,9 +1,43 @@
-"""The JSON line ``rationale predict`` writes for each document."""
+"""What ``rationale predict`` writes: one JSON line per document, into a file that
+is new (or replaced with ``--force``), never the input itself; JSON never holds NaN."""
 
 from __future__ import annotations
 
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from rationale_cli.errors import UserError
 from rationale_cli.inference import Output
 from rationale_cli.records import mask_to_spans
+
+
+def finite(value: Any) -> Any:
+    """``value`` with every non-finite float (NaN, infinity) as None, so JSON stays valid."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
+
+
+def to_json_line(data: dict) -> str:
+    return json.dumps(finite(data), ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def check_new_output(out: Path, source: str | Path, force: bool) -> None:
+    """Refuse to write over the input, and over another existing file without ``force``
+    (standard output, devices and pipes are written to as they are)."""
+    if str(out) == "-" or not out.is_file():
+        return
+    if Path(source).is_file() and os.path.samefile(out, source):
+        raise UserError(f"{out}: is the input; choose another --out")
+    if not force:
+        raise UserError(f"{out}: already exists; choose another --out or pass --force to replace it")
 
 
 def prediction_json(result: Output) -> dict:

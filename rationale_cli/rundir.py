@@ -21,6 +21,7 @@ from rationale_cli import __version__
 from rationale_cli.atomic import atomic_path, write_text_atomic
 from rationale_cli.config import TrainConfig, from_saved
 from rationale_cli.errors import UserError
+from rationale_cli.output import finite
 from rationale_cli.task import Task, task_from_dict
 from rationale_cli.vocab import Vocab
 from models.model import RationaleModel
@@ -31,7 +32,8 @@ FILES = (WEIGHTS, "config.json", "vocab.json", "task.json", "versions.json")
 
 
 def write_json(path: Path, data) -> None:
-    write_text_atomic(path, json.dumps(data, indent=2) + "\n")
+    """``data`` as JSON, atomically; a non-finite number is written as null, never NaN."""
+    write_text_atomic(path, json.dumps(finite(data), indent=2, allow_nan=False) + "\n")
 
 
 def versions() -> dict:
@@ -66,7 +68,10 @@ def save_weights(out: Path, model: RationaleModel) -> None:
 
 def save_run(out: Path, config: TrainConfig, vocab: Vocab, task: Task) -> None:
     """Everything but the weights and metrics (written as training goes)."""
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UserError(f"{out}: cannot create the run directory ({err.strerror})") from None
     write_json(out / "config.json", config.to_dict())
     vocab.save(out / "vocab.json")
     write_json(out / "task.json", task.to_dict())
@@ -82,11 +87,18 @@ class Run:
     model: RationaleModel
 
 
-def read_json(path: Path):
+def read_json(path: Path, kind: type = dict):
+    """A run directory's JSON file, which must hold a ``kind`` (an object by default)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
         raise UserError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not UTF-8 text; expected the JSON file `rationale train` wrote") from None
+    if not isinstance(data, kind):
+        raise UserError(f"{path}: expected a JSON {'object' if kind is dict else kind.__name__}, "
+                        f"found {type(data).__name__}")
+    return data
 
 
 def require_run_files(path: Path) -> None:
@@ -109,7 +121,7 @@ def load_run(path: str | Path, device: str | torch.device = "cpu") -> Run:
         )
     config = from_saved(read_json(path / "config.json"), str(path / "config.json"))
     vocab = Vocab.load(path / "vocab.json")
-    task = task_from_dict(read_json(path / "task.json"))
+    task = task_from_dict(read_json(path / "task.json"), str(path / "task.json"))
     try:
         model = build_model(config, len(vocab), task)
     except ValueError as err:

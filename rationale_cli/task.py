@@ -109,9 +109,12 @@ def infer_task(labels: Sequence, requested: str = "auto") -> Task:
     raise UserError(f"unknown task {requested!r}: expected auto, regression or classification")
 
 
-def task_from_dict(data: dict) -> Task:
+def task_from_dict(data: dict, source: str = "task.json") -> Task:
     if data.get("task") == "regression":
         return Regression()
+    labels = data.get("labels")
     if data.get("task") == "classification":
-        return Classification(data["labels"])
-    raise UserError(f"unknown task in run directory: {data!r}")
+        if not isinstance(labels, list) or len(labels) < 2 or not all(isinstance(x, str) for x in labels):
+            raise UserError(f"{source}: a classification run needs its labels, a list of two or more names")
+        return Classification(labels)
+    raise UserError(f"{source}: unknown task {data.get('task')!r}; expected regression or classification")

@@ -8,6 +8,7 @@ model selection on validation task loss and early stopping (Bastings et al.,
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from pathlib import Path
@@ -89,15 +90,28 @@ def training_loss(model, task: Task, batch: Batch) -> tuple[torch.Tensor, Select
     return loss, selection
 
 
+class Diverged(Exception):
+    """Training met a non-finite loss or gradient (or failed on non-finite values)."""
+
+
 def training_step(model, task: Task, batch: Batch, optimizer: torch.optim.Optimizer, clip: float) -> tuple[float, Selection]:
-    """One update on :func:`training_loss`, with gradient-norm clipping."""
-    loss, selection = training_loss(model, task, batch)
+    """One update on :func:`training_loss`, with gradient-norm clipping; :class:`Diverged`,
+    before the weights change, when the loss or the gradient is not finite."""
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    try:
+        loss, selection = training_loss(model, task, batch)
+    except FloatingPointError as err:  # raised where a non-finite value stops an extractor
+        raise Diverged(str(err)) from None
+    value = loss.item()
+    if not math.isfinite(value):
+        raise Diverged(f"loss {value}")
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
-    if clip > 0:
-        torch.nn.utils.clip_grad_norm_([p for group in optimizer.param_groups for p in group["params"]], clip)
+    norm = torch.nn.utils.clip_grad_norm_(params, clip if clip > 0 else float("inf"))
+    if not bool(torch.isfinite(norm)):
+        raise Diverged("non-finite gradient")
     optimizer.step()
-    return loss.item(), selection
+    return value, selection
 
 
 def fresh_model(config: TrainConfig, train_records: list[Record], out: Path, console: Console, device):
@@ -122,6 +136,17 @@ def fresh_model(config: TrainConfig, train_records: list[Record], out: Path, con
     return vocab, task, model
 
 
+def diverged(out: Path, console: Console, metrics: dict | None, where: str) -> dict:
+    """Stop on a non-finite value: the run keeps its best epoch so far (one error line
+    when no epoch has finished)."""
+    if metrics is None:
+        raise UserError(f"{out}: training diverged at {where}, before any epoch finished, so no model was "
+                        "saved; try a lower --lr")
+    console.print(f"training diverged at {where}; stopped, the run keeps epoch {metrics['best_epoch']}, "
+                  "the best before it (a lower --lr may avoid this)", highlight=False)
+    return metrics
+
+
 def train_model(
     config: TrainConfig,
     train_records: list[Record],
@@ -143,13 +168,15 @@ def train_model(
         vocab, task, model = fresh_model(config, train_records, out, console, device)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.Adam(params, lr=config.lr, weight_decay=config.weight_decay)
-    history, best, stale, done, seconds_before = [], None, 0, 0, 0.0
+    history, best, stale, done, seconds_before, metrics = [], None, 0, 0, 0.0, None
     if resume:
         state = load_checkpoint(out, model, optimizer, rng, device)
         if state["fingerprint"] != fingerprint:
             raise UserError(f"{out}: the training or validation data differ from the ones this run was trained on")
         history, best, stale, done = state["history"], state["best"], state["stale"], state["epoch"]
         seconds_before = state["train_seconds"]
+        metrics = {"best_epoch": best["epoch"], "valid": best["valid"], "history": history,
+                   "train_seconds": seconds_before}
         if done >= config.epochs:
             raise UserError(f"{out}: already trained for {done} epochs; give --epochs more than {done} to go on")
         write_json(out / "config.json", config.to_dict())
@@ -169,9 +196,12 @@ def train_model(
         stats: dict[str, torch.Tensor] = {}
         with progress_bar(console) as bar:
             job = bar.add_task(f"epoch {epoch}/{config.epochs}", total=n_batches, status="")
-            for records in length_batches(train_records, config.batch_size, rng=rng):
+            for step, records in enumerate(length_batches(train_records, config.batch_size, rng=rng), 1):
                 batch = make_batch(records, vocab, task, device)
-                loss, selection = training_step(model, task, batch, optimizer, config.clip)
+                try:
+                    loss, selection = training_step(model, task, batch, optimizer, config.clip)
+                except Diverged as err:
+                    return diverged(out, console, metrics, f"epoch {epoch}, step {step}: {err}")
                 total += loss * len(records)
                 count += len(records)
                 for key, value in selection.stats.items():
@@ -179,6 +209,8 @@ def train_model(
                 bar.update(job, advance=1, status=f"loss {total / count:.4f}")
         stats = {k: float(v) / count for k, v in stats.items()}
         valid = evaluate(model, vocab, task, valid_records, batch_size=config.batch_size, device=device)
+        if not math.isfinite(valid["loss"]):
+            return diverged(out, console, metrics, f"epoch {epoch}: validation loss {valid['loss']}")
         seconds = time.perf_counter() - epoch_start
         history.append({"epoch": epoch, "train_loss": total / count, "seconds": seconds, **stats,
                         **{f"valid_{k}": v for k, v in valid.items()}})

@@ -8,6 +8,8 @@ words are parsed and kept, so large files cost time, not memory.
 
 from __future__ import annotations
 
+import math
+
 from pathlib import Path
 
 import torch
@@ -61,6 +63,8 @@ def load_vectors(path: str | Path, vocab: Vocab) -> tuple[torch.Tensor, dict]:
             rows[index] = [float(v) for v in line.split(" ")[1:]]
         except ValueError:
             raise UserError(f"{where(path, line_no)}: expected a word and {dim} numbers") from None
+        if not all(math.isfinite(v) for v in rows[index]):
+            raise UserError(f"{where(path, line_no)}: the vector of {word!r} holds a non-finite number (nan or inf)")
         if is_exact:
             exact.add(index)
     if not file_words:

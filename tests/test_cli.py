@@ -166,7 +166,7 @@ def test_predict_leaves_no_half_written_output_on_a_bad_line(run_dir, tmp_path):
     bad.write_text('{"text": "a fine beer"}\n{"text": "good"}\n{"text": \n')
     out = tmp_path / "pred.jsonl"
     out.write_text("keep me\n")
-    result = invoke("predict", run_dir, bad, "--out", out)
+    result = invoke("predict", run_dir, bad, "--out", out, "--force")
     assert result.exit_code == 2
     assert f"{bad}:3" in result.output
     assert "Traceback" not in result.output

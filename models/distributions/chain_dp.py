@@ -148,6 +148,9 @@ class ChainMarginals(torch.autograd.Function):
     def forward(ctx, u: Tensor, w: Tensor | None, k: Tensor, max_k: int, draws: Tensor | None = None):
         ut = u.detach().t().contiguous()
         wt = None if w is None else w.detach().t().contiguous()
+        # utilities must stay far from the impossible-state sentinel NEG (padding holds NEG itself)
+        if not bool(((ut.abs() < -NEG / 1e3) | (ut == NEG)).all()):
+            raise FloatingPointError("k-subset utilities out of range (NaN, infinite or beyond 1e6)")
         alpha, beta = forward_table(ut, wt, max_k), backward_table(ut, wt, k, max_k)
         log_z = log_partition(alpha, k)
         q = on_terms(alpha, beta, ut, wt, log_z)
