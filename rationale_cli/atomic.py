@@ -22,7 +22,7 @@ from typing import Iterator, TextIO
 
 from rationale_cli.errors import UserError
 
-__all__ = ["atomic_path", "text_output", "write_text_atomic"]
+__all__ = ["atomic_path", "text_output", "writable_target", "write_text_atomic"]
 
 
 def _create_temp(target: Path) -> Path:
@@ -54,6 +54,29 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
+def writable_target(path: str | os.PathLike) -> Path | None:
+    """The regular file that writing ``path`` creates or replaces (a link's target), or
+    None for a device or a pipe, which are written through; a
+    :class:`~rationale_cli.errors.UserError` where nothing can be written. Commands call
+    it before their work, so that a bad output path costs nothing."""
+    try:
+        found = os.stat(path)  # through symbolic links
+    except FileNotFoundError:
+        found = None
+    except OSError as err:
+        raise UserError(f"{path}: cannot write here ({err.strerror})") from None
+    if found is not None and stat.S_ISDIR(found.st_mode):
+        raise UserError(f"{path}: is a folder; expected a file name to write")
+    if found is not None and not stat.S_ISREG(found.st_mode):
+        return None
+    target = Path(os.path.realpath(path))
+    if not target.parent.is_dir():
+        raise UserError(f"{path}: cannot write here (no such folder: {target.parent})")
+    if not os.access(target.parent, os.W_OK):
+        raise UserError(f"{path}: cannot write here (no permission to write in {target.parent})")
+    return target
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; on success it replaces ``path``.
@@ -67,23 +90,14 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         with atomic_path(run_dir / "model.safetensors") as tmp:
             save_file(tensors, tmp)
     """
-    try:
-        found = os.stat(path)  # through symbolic links
-    except FileNotFoundError:
-        found = None
-    except OSError as err:
-        raise UserError(f"{path}: cannot write here ({err.strerror})") from None
-    if found is not None and stat.S_ISDIR(found.st_mode):
-        raise UserError(f"{path}: is a folder; expected a file name to write")
-    if found is not None and not stat.S_ISREG(found.st_mode):
+    target = writable_target(path)
+    if target is None:
         yield Path(path)  # a device or a pipe: written through, nothing to replace
         return
-    target = Path(os.path.realpath(path))  # a link's target is what gets replaced
     try:
         tmp = _create_temp(target)
     except OSError as err:
-        where = "no such folder" if isinstance(err, FileNotFoundError) else err.strerror or str(err)
-        raise UserError(f"{path}: cannot write here ({where}: {target.parent})") from None
+        raise UserError(f"{path}: cannot write here ({err.strerror or err})") from None
     mode = tmp.stat().st_mode & 0o777
     try:
         yield tmp

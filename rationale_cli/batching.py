@@ -30,7 +30,7 @@ def make_batch(records: Sequence[Record], vocab: Vocab, task=None, device: str |
     mask = torch.zeros(len(records), length)
     for row, record in enumerate(records):
         mask[row, : len(record.tokens)] = 1.0
-    targets = task.targets([r.label for r in records]).to(device) if task is not None else None
+    targets = task.targets(records).to(device) if task is not None else None
     return Batch(list(records), ids.to(device), mask.to(device), targets)
 
 

@@ -23,6 +23,7 @@ from rich.text import Text
 
 from models.selectors import SELECTORS
 from rationale_cli.config import TRAIN_SPECS, TrainConfig, resolve, resume_config
+from rationale_cli.atomic import writable_target
 from rationale_cli.errors import UserError
 from rationale_cli.flags import extractor_epilog, train_parameters
 from rationale_cli.readers import FORMATS
@@ -273,8 +274,13 @@ def explain(
     from rationale_cli.render import legend, render_html, render_terminal
     from rationale_cli.tokenize import tokenize
 
-    if (text is None) == (input is None):
-        raise UserError("give either a TEXT to explain or --input FILE (not both)")
+    if text is None and input is None:
+        raise UserError("nothing to explain: give a TEXT or --input FILE")
+    if text is not None and input is not None:
+        raise UserError("give a TEXT to explain or --input FILE, not both")
+    check_at_least("--limit", limit, 0)
+    if html is not None and str(html) != "-":
+        writable_target(html)
     loaded, dev = load_for_inference(run, device)
     cfg = loaded.config
     if text is not None:
@@ -319,7 +325,7 @@ def evaluate(
     format: str = typer.Option("auto", help=f"Input format: {FORMAT_HELP}."),
     aspect: Optional[int] = typer.Option(None, help="Beer aspect (default: the run's)."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the metrics as JSON here."),
-    batch_size: int = typer.Option(64, help="Documents per batch."),
+    batch_size: int = typer.Option(64, help="Documents per batch (at least 1)."),
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
 ):
     """Task metric, selection rate and token precision/recall/F1 against gold rationales."""
@@ -327,6 +333,9 @@ def evaluate(
     from rationale_cli.inference import evaluate as evaluate_records
     from rationale_cli.rundir import write_json
 
+    check_at_least("--batch-size", batch_size, 1)
+    if json_out is not None and str(json_out) != "-":
+        writable_target(json_out)
     loaded, dev = load_for_inference(run, device)
     cfg = loaded.config
     records = datasets.load(data, "test", fmt=format, aspect=aspect if aspect is not None else cfg.aspect,

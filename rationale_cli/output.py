@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from rationale_cli.atomic import writable_target
 from rationale_cli.errors import UserError
 from rationale_cli.inference import Output
 from rationale_cli.records import mask_to_spans
@@ -32,7 +33,10 @@ def to_json_line(data: dict) -> str:
 def check_new_output(out: Path, source: str | Path, force: bool) -> None:
     """Refuse to write over the input, and over another existing file without ``force``
     (standard output, devices and pipes are written to as they are)."""
-    if str(out) == "-" or not out.is_file():
+    if str(out) == "-":
+        return
+    writable_target(out)
+    if not out.is_file():
         return
     if Path(source).is_file() and os.path.samefile(out, source):
         raise UserError(f"{out}: is the input; choose another --out")

@@ -16,7 +16,8 @@ class Record:
     in plain text to predict). ``rationale`` holds gold token spans
     ``(start, end)``, end exclusive, or None when the source has no gold. ``text``
     and ``offsets`` (character ``(start, end)`` per token) are present when the
-    tokens came from raw text, so highlights map back onto it.
+    tokens came from raw text, so highlights map back onto it. ``source`` is where
+    the document was read (``file:line``), for error messages.
     """
 
     id: str
@@ -25,6 +26,11 @@ class Record:
     rationale: list[Span] | None = None
     text: str | None = None
     offsets: list[Span] | None = None
+    source: str | None = None
+
+    @property
+    def where(self) -> str:
+        return self.source or f"document {self.id!r}"
 
     def gold_mask(self) -> list[int] | None:
         """0/1 per token from the gold spans, or None without gold."""

@@ -15,13 +15,16 @@ from torch import Tensor
 
 from rationale_cli.errors import UserError
 from rationale_cli.metrics import ClassificationScores, RegressionScores
+from rationale_cli.records import Record
 
 
 class Task:
     name: str
     outputs: int
 
-    def targets(self, labels: Sequence) -> Tensor:
+    def targets(self, records: Sequence[Record]) -> Tensor:
+        """The records' labels as targets; one error line naming the document for a label
+        this task cannot take (a class name for a regression model, or the reverse)."""
         raise NotImplementedError
 
     def loss(self, outputs: Tensor, targets: Tensor) -> Tensor:
@@ -43,8 +46,12 @@ class Regression(Task):
     name = "regression"
     outputs = 1
 
-    def targets(self, labels):
-        return torch.tensor([float(x) for x in labels], dtype=torch.float32)
+    def targets(self, records):
+        for r in records:
+            if not isinstance(r.label, (int, float)) or isinstance(r.label, bool):
+                raise UserError(f"{r.where}: label {r.label!r} is a class name, but this model predicts a score "
+                                "in [0, 1] (a regression run); give 'score' values")
+        return torch.tensor([float(r.label) for r in records], dtype=torch.float32)
 
     def loss(self, outputs, targets):
         return (torch.sigmoid(outputs.squeeze(-1)) - targets) ** 2
@@ -67,11 +74,14 @@ class Classification(Task):
         self.index = {label: i for i, label in enumerate(self.labels)}
         self.outputs = len(self.labels)
 
-    def targets(self, labels):
-        try:
-            return torch.tensor([self.index[str(x)] for x in labels], dtype=torch.long)
-        except KeyError as err:
-            raise UserError(f"unknown label {err.args[0]!r}: this model knows {', '.join(self.labels)}") from None
+    def targets(self, records):
+        for r in records:
+            if isinstance(r.label, float):
+                raise UserError(f"{r.where}: score {r.label:g} given, but this model predicts classes "
+                                f"({', '.join(self.labels)}); give 'label' values")
+            if str(r.label) not in self.index:
+                raise UserError(f"{r.where}: unknown label {r.label!r}; this model knows {', '.join(self.labels)}")
+        return torch.tensor([self.index[str(r.label)] for r in records], dtype=torch.long)
 
     def loss(self, outputs, targets):
         flat = outputs.reshape(-1, outputs.shape[-1])

@@ -201,7 +201,7 @@ def test_explain_text_and_html(run_dir, tmp_path):
 
 
 @pytest.mark.parametrize("args, expected", [
-    (["explain", "RUN"], "either a TEXT"),
+    (["explain", "RUN"], "nothing to explain"),
     (["explain", "RUN", "   "], "empty"),
     (["evaluate", "RUN", "missing.jsonl"], "missing.jsonl"),
     (["evaluate", "RUN", str(EXAMPLES / "reviews.txt")], "no label"),

@@ -47,7 +47,7 @@ def iter_beer(path: str | Path, aspect: int | None = None) -> Iterator[Record]:
         if not tab or len(scores) != len(ASPECTS):
             raise UserError(f"{at}: expected 5 scores, a tab, then the tokens (got {len(scores)} scores)")
         label = check_score(scores[aspect], at, f"the {ASPECTS[aspect]} score")
-        yield Record(id=str(line_no), tokens=check_tokens(body.split(), at), label=label)
+        yield Record(id=str(line_no), tokens=check_tokens(body.split(), at), label=label, source=at)
 
 
 def iter_beer_annotations(path: str | Path, aspect: int | None = None) -> Iterator[Record]:
@@ -68,5 +68,6 @@ def iter_beer_annotations(path: str | Path, aspect: int | None = None) -> Iterat
             id=str(obj["rid"]) if "rid" in obj else str(line_no),
             tokens=tokens,
             label=check_score(scores[aspect], at, f"the {ASPECTS[aspect]} score"),
+            source=at,
             rationale=check_spans(obj.get(str(aspect), []), len(tokens), at, f"'{aspect}'"),
         )

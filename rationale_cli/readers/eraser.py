@@ -61,6 +61,13 @@ def evidence_spans(evidences, at: str) -> list[dict]:
     return flat
 
 
+def confined(docid: str, at: str) -> str:
+    """A document id that names a file inside ``docs/``: no folders, no way out of it."""
+    if not docid or docid in (".", "..") or "/" in docid or "\\" in docid or "\0" in docid:
+        raise UserError(f"{at}: document id {docid!r} is not a file name inside docs/")
+    return docid
+
+
 def iter_eraser(path: str | Path, split: str | None = None) -> Iterator[Record]:
     """Documents with labels and gold rationales of one ERASER split.
 
@@ -83,11 +90,12 @@ def iter_eraser(path: str | Path, split: str | None = None) -> Iterator[Record]:
         docids = sorted({ev["docid"] for ev in flat})
         if len(docids) > 1:
             raise UserError(f"{at}: evidence from several documents ({', '.join(docids)}) is not supported")
-        tokens = read_doc(docs / (docids[0] if docids else annotation_id), at)
+        tokens = read_doc(docs / confined(docids[0] if docids else annotation_id, at), at)
         spans = [(ev["start_token"], ev["end_token"]) for ev in flat if ev["start_token"] != ev["end_token"]]
         yield Record(
             id=annotation_id,
             tokens=tokens,
             label=label,
             rationale=merge_spans(check_spans(spans, len(tokens), at, "evidence")),
+            source=at,
         )

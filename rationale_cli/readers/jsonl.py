@@ -55,6 +55,7 @@ def record_from_object(obj: dict, default_id: str, at: str) -> Record:
         rationale=None if rationale is None else check_spans(rationale, len(tokens), at),
         text=text,
         offsets=offsets,
+        source=at,
     )
 
 

@@ -103,4 +103,4 @@ def row_record(cells: dict, row: int, path: Path, text_col: str, label_col: str 
         else:
             raise UserError(f"{at}: missing label in column {label_col!r}")
     doc_id = cells.get("id", "").strip()
-    return Record(id=doc_id or str(row + 1), tokens=tokens, label=label, text=text, offsets=offsets)
+    return Record(id=doc_id or str(row + 1), tokens=tokens, label=label, text=text, offsets=offsets, source=at)

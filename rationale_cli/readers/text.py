@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
+from rationale_cli.errors import where
 from rationale_cli.readers.common import iter_lines
 from rationale_cli.records import Record
 from rationale_cli.tokenize import tokenize
@@ -15,4 +16,4 @@ def iter_text(path: str | Path) -> Iterator[Record]:
     for line_no, line in iter_lines(path):
         tokens, offsets = tokenize(line)
         if tokens:
-            yield Record(id=str(line_no), tokens=tokens, text=line, offsets=offsets)
+            yield Record(id=str(line_no), tokens=tokens, text=line, offsets=offsets, source=where(path, line_no))

@@ -1,0 +1,235 @@
+"""Bad input and bad luck: every case is one error line on exit status 2, no traceback,
+and no file created or changed (or, where the command can go on, the documented outcome)."""
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rationale_cli.cli import app
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+TINY = ["--encoder", "cnn", "--extractor", "attention", "--embedding-dim", "8", "--hidden-size", "8",
+        "--batch-size", "100", "--epochs", "1"]
+runner = CliRunner()
+
+
+def invoke(*args, **kwargs):
+    return runner.invoke(app, [str(a) for a in args], **kwargs)
+
+
+def snapshot(folder: Path) -> dict:
+    return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def refused(result, *expected: str) -> None:
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.output
+    for text in expected:
+        assert text in lines[0], result.output
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("runs") / "tiny"
+    result = invoke("train", "--data", "demo", "--out", out, *TINY)
+    assert result.exit_code == 0, result.output
+    return out
+
+
+@pytest.fixture(scope="module")
+def classifier(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("cls")
+    data = folder / "train.jsonl"
+    data.write_text("".join(json.dumps({"text": f"{word} beer {i}", "label": label}) + "\n"
+                            for i in range(20) for word, label in (("good", "POS"), ("bad", "NEG"))))
+    out = folder / "run"
+    result = invoke("train", "--data", data, "--out", out, *TINY)
+    assert result.exit_code == 0, result.output
+    return out
+
+
+@pytest.mark.parametrize("make_args, expected", [
+    (lambda run, tmp: ["predict", run, EXAMPLES / "reviews.txt", "--out", tmp / "nodir" / "p.jsonl"], "no such folder"),
+    (lambda run, tmp: ["predict", run, EXAMPLES / "reviews.txt", "--out", tmp], "is a folder"),
+    (lambda run, tmp: ["explain", run, "a fine beer", "--html", tmp / "nodir" / "p.html"], "no such folder"),
+    (lambda run, tmp: ["evaluate", run, "demo", "--json", tmp / "nodir" / "m.json"], "no such folder"),
+    (lambda run, tmp: ["evaluate", run, "demo", "--json", tmp], "is a folder"),
+    (lambda run, tmp: ["train", "--data", "demo", "--out", tmp / "afile" / "run", *TINY], "cannot create"),
+    (lambda run, tmp: ["train", "--data", "demo", "--out", tmp / "afile", *TINY], "is a file"),
+    (lambda run, tmp: ["predict", run, EXAMPLES / "reviews.txt", "--out", "OUT", "--batch-size", "0"], "--batch-size 0"),
+    (lambda run, tmp: ["evaluate", run, "demo", "--batch-size", "-3"], "--batch-size -3"),
+    (lambda run, tmp: ["explain", run, "--input", "demo", "--limit", "-1"], "--limit -1"),
+    (lambda run, tmp: ["train", "--data", "demo", "--out", tmp / "r", "--valid-fraction", "1.0"], "--valid-fraction 1"),
+    (lambda run, tmp: ["train", "--data", "demo", "--out", tmp / "r", "--hidden-size", "0"], "--hidden-size 0"),
+    (lambda run, tmp: ["train", "--data", "demo", "--out", tmp / "r", "--extractor", "bernoulli", "--samples", "0"],
+     "--samples 0"),
+    (lambda run, tmp: ["train", "--data", "demo", "--out", tmp / "r", "--extractor", "topk-sparsemax",
+                       "--top-masks", "0"], "--top-masks 0"),
+    (lambda run, tmp: ["explain", run], "nothing to explain"),
+])
+def test_unwritable_outputs_and_out_of_range_options(run_dir, tmp_path, make_args, expected):
+    (tmp_path / "afile").write_text("keep")
+    before = snapshot(tmp_path)
+    refused(invoke(*make_args(run_dir, tmp_path)), expected)
+    assert snapshot(tmp_path) == before
+
+
+def test_labels_of_the_wrong_kind_are_named_with_file_and_line(run_dir, classifier, tmp_path):
+    labels = tmp_path / "l.jsonl"
+    labels.write_text('{"text": "nice beer", "label": "POS"}\n')
+    refused(invoke("predict", run_dir, labels, "--out", tmp_path / "p.jsonl"), f"{labels}:1", "class name")
+    refused(invoke("evaluate", run_dir, labels), f"{labels}:1")
+    scores = tmp_path / "s.jsonl"
+    scores.write_text('{"text": "nice beer", "score": 0.4}\n{"text": "bad beer", "label": "MEH"}\n')
+    refused(invoke("evaluate", classifier, scores), f"{scores}:1", "score 0.4")
+    unknown = tmp_path / "u.jsonl"
+    unknown.write_text('{"text": "nice beer", "label": "POS"}\n{"text": "bad beer", "label": "MEH"}\n')
+    refused(invoke("evaluate", classifier, unknown), f"{unknown}:2", "unknown label 'MEH'")
+    assert not (tmp_path / "p.jsonl").exists()
+
+
+@pytest.mark.parametrize("name, content, expected", [
+    ("config.json", b"\xff\xfe not utf-8", "not UTF-8"),
+    ("config.json", b"[1, 2]", "expected a JSON object, found list"),
+    ("versions.json", b"[]", "expected a JSON object, found list"),
+    ("task.json", b'{"task": "classification"}', "needs its labels"),
+])
+def test_corrupt_run_files_are_named(run_dir, tmp_path, name, content, expected):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run)
+    (run / name).write_bytes(content)
+    refused(invoke("predict", run, EXAMPLES / "reviews.txt", "--out", tmp_path / "p.jsonl"), name, expected)
+    assert not (tmp_path / "p.jsonl").exists()
+
+
+def test_non_finite_vectors_are_refused(tmp_path):
+    vectors = tmp_path / "v.txt"
+    vectors.write_text("the 0.1 0.2\nhead nan 0.3\n")
+    refused(invoke("train", "--data", "demo", "--out", tmp_path / "r", "--embeddings", vectors, *TINY),
+            f"{vectors}:2", "non-finite")
+    assert not (tmp_path / "r").exists()
+
+
+def test_training_that_diverges_stops_with_one_line_and_no_nan_anywhere(tmp_path):
+    out = tmp_path / "r"
+    result = invoke("train", "--data", "demo", "--out", out, "--extractor", "simple", "--encoder", "cnn",
+                    "--lr", "10000", *TINY[4:])
+    assert result.exit_code == 2, result.output
+    assert "diverged at epoch 1, step" in result.output and "Traceback" not in result.output
+    assert not (out / "model.safetensors").exists()
+    for path in out.glob("*.json"):
+        assert "NaN" not in path.read_text(), path
+
+
+def test_json_output_never_holds_nan(tmp_path):
+    from rationale_cli.output import to_json_line
+    from rationale_cli.rundir import write_json
+
+    line = to_json_line({"prediction": float("nan"), "token_scores": [0.5, float("inf")]})
+    assert json.loads(line) == {"prediction": None, "token_scores": [0.5, None]}
+    write_json(tmp_path / "m.json", {"loss": float("nan")})
+    assert json.loads((tmp_path / "m.json").read_text()) == {"loss": None}
+
+
+def test_file_names_are_printed_as_they_are(run_dir, tmp_path):
+    folder = tmp_path / "[bold red]x["  # the path holds "[/", a closing tag for rich
+    folder.mkdir()
+    out = folder / "[bold]p.jsonl"
+    result = invoke("predict", run_dir, EXAMPLES / "reviews.txt", "--out", out)
+    assert result.exit_code == 0, result.output
+    assert str(out) in result.output and out.is_file()
+
+
+def test_predict_never_overwrites_its_input_and_needs_force_for_other_files(run_dir, tmp_path):
+    data = tmp_path / "in.txt"
+    data.write_text("a fine beer\n")
+    refused(invoke("predict", run_dir, data, "--out", data, "--force"), "is the input")
+    assert data.read_text() == "a fine beer\n"
+    out = tmp_path / "p.jsonl"
+    out.write_text("keep me\n")
+    refused(invoke("predict", run_dir, data, "--out", out), "already exists", "--force")
+    assert out.read_text() == "keep me\n"
+    assert invoke("predict", run_dir, data, "--out", out, "--force").exit_code == 0
+    assert json.loads(out.read_text())["id"] == "1"
+
+
+def test_eraser_document_ids_stay_inside_docs(run_dir, tmp_path):
+    folder = tmp_path / "eraser"
+    (folder / "docs").mkdir(parents=True)
+    (tmp_path / "secret").write_text("do not read me\n")
+    annotation = {"annotation_id": "a1", "classification": "POS",
+                  "evidences": [[{"docid": "../../secret", "start_token": 0, "end_token": 1, "text": "do"}]]}
+    for split in ("train", "val", "test"):
+        (folder / f"{split}.jsonl").write_text(json.dumps(annotation) + "\n")
+    refused(invoke("evaluate", run_dir, folder), "../../secret", "inside docs/")
+
+
+def test_writes_follow_symbolic_links_and_go_through_pipes(run_dir, tmp_path):
+    target = tmp_path / "target.jsonl"
+    target.write_text("old\n")
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(target)
+    assert invoke("predict", run_dir, EXAMPLES / "reviews.txt", "--out", link, "--force").exit_code == 0
+    assert link.is_symlink() and json.loads(target.read_text().splitlines()[0])["id"] == "1"
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    received = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_text()))
+    reader.start()
+    result = invoke("predict", run_dir, EXAMPLES / "reviews.txt", "--out", fifo)
+    reader.join(timeout=30)
+    assert result.exit_code == 0, result.output
+    assert fifo.exists() and not fifo.is_file() and len(received[0].splitlines()) == 2
+
+
+def test_dash_reads_standard_input_and_writes_standard_output(run_dir):
+    done = subprocess.run([sys.executable, "-m", "rationale_cli", "predict", str(run_dir), "-", "--out", "-"],
+                          input='{"text": "a thick white head", "score": 0.7}\n', capture_output=True,
+                          text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    line = json.loads(done.stdout)
+    assert line["label"] == 0.7 and line["selected_tokens"]
+
+
+def test_two_trainings_into_one_run_directory(tmp_path):
+    """The second of two concurrent trainings into one --out is refused; the first ends
+    with a run that loads."""
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "rationale_cli", "train", "--data", "demo", "--out", str(out), *TINY[:-2],
+               "--epochs", "3"]
+    first = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lock = tmp_path / ".run.lock"
+    deadline = time.time() + 60
+    while not lock.exists() and first.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    assert lock.exists(), first.communicate()
+    second = subprocess.run(command + ["--force"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert second.returncode == 2 and "another training is writing this run" in second.stderr, second.stderr
+    assert len(second.stderr.strip().splitlines()) == 1
+    assert first.wait(timeout=300) == 0, first.communicate()
+    assert not lock.exists()
+    assert invoke("predict", out, EXAMPLES / "reviews.txt", "--out", tmp_path / "p.jsonl").exit_code == 0
+
+
+def test_a_stale_lock_is_taken_over(tmp_path):
+    import socket
+
+    from rationale_cli.lock import lock_path, run_lock
+
+    out = tmp_path / "run"
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    lock_path(out).write_text(f"{gone.stdout.strip()} {socket.gethostname()}\n")
+    with run_lock(out):
+        assert lock_path(out).read_text().split()[0] == str(os.getpid())
+    assert not lock_path(out).exists()
