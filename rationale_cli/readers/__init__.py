@@ -59,7 +59,7 @@ def is_beer_annotation(line: str) -> bool:
     """True for a JSON object with keys ``x`` and ``y``."""
     try:
         obj = json.loads(line)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return False
     return isinstance(obj, dict) and "x" in obj and "y" in obj
 

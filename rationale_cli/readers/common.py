@@ -63,6 +63,8 @@ def parse_json_object(line: str, at: str) -> dict:
         obj = json.loads(line)
     except json.JSONDecodeError as err:
         raise UserError(f"{at}: expected one JSON object per line ({err.msg}, column {err.colno})") from None
+    except RecursionError:
+        raise UserError(f"{at}: expected one JSON object per line (nested too deeply to read)") from None
     if not isinstance(obj, dict):
         raise UserError(f"{at}: expected a JSON object, got {type(obj).__name__}")
     return obj
