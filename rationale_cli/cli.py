@@ -296,7 +296,7 @@ def explain(
     results = list(run_model(loaded.model, loaded.vocab, loaded.task, records, device=dev))
     more = text is None and limit > 0 and len(results) > limit
     results = results[:limit] if more else results
-    console = stdout()
+    console = stderr() if str(html) == "-" else stdout()  # standard output holds the page then
     console.print(legend(any(r.record.rationale is not None for r in results)))
     items = []
     for result in results:
@@ -344,7 +344,8 @@ def evaluate(
     if unlabelled:
         raise UserError(f"{data}: {unlabelled} document(s) have no label; evaluate needs a label or score per document")
     metrics = evaluate_records(loaded.model, loaded.vocab, loaded.task, records, batch_size=batch_size, device=dev)
-    stdout().print(metrics_table(metrics, f"{run.name} on {data}"))
+    shown = stderr() if str(json_out) == "-" else stdout()  # standard output holds the JSON then
+    shown.print(metrics_table(metrics, f"{run.name} on {data}"))
     if json_out is not None:
         write_json(json_out, metrics)
         stderr().print(f"wrote {json_out}", highlight=False)

@@ -200,6 +200,9 @@ def test_dash_reads_standard_input_and_writes_standard_output(run_dir):
     assert done.returncode == 0, done.stderr
     line = json.loads(done.stdout)
     assert line["label"] == 0.7 and line["selected_tokens"]
+    done = subprocess.run([sys.executable, "-m", "rationale_cli", "evaluate", str(run_dir), "demo", "--json", "-"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0 and json.loads(done.stdout)["documents"] == 300, done.stderr
 
 
 def test_two_trainings_into_one_run_directory(tmp_path):
