@@ -236,3 +236,13 @@ def test_a_stale_lock_is_taken_over(tmp_path):
     with run_lock(out):
         assert lock_path(out).read_text().split()[0] == str(os.getpid())
     assert not lock_path(out).exists()
+
+
+def test_a_csv_row_with_extra_fields_is_refused_not_shifted(tmp_path):
+    from rationale_cli.errors import UserError
+    from rationale_cli.readers import read_records
+
+    table = tmp_path / "t.csv"
+    table.write_text('id,text,label\n1,"a thick, white head",0.8,murky\n2,clear gold,0.9\n')
+    with pytest.raises(UserError, match="more fields than the header"):
+        read_records(table)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import re
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
@@ -49,7 +50,7 @@ def iter_table(
     import pandas as pd  # imported here: it takes a third of a second
 
     path = Path(path)
-    scores = None
+    scores, done = None, 0
     try:
         chunks = pd.read_csv(
             path,
@@ -57,21 +58,28 @@ def iter_table(
             dtype=str,
             keep_default_na=False,
             chunksize=chunk_rows,
+            index_col=False,  # extra fields in a row are an error, never an index
             encoding="utf-8",
             quoting=csv.QUOTE_NONE if sep == "\t" else csv.QUOTE_MINIMAL,
         )
-        for chunk in chunks:
-            if scores is None:
-                missing = [c for c in (text_col, label_col) if c is not None and c not in chunk.columns]
-                if missing:
-                    raise UserError(
-                        f"{path}: no column {missing[0]!r}; columns are: {', '.join(map(str, chunk.columns))}"
-                    )
-                scores = label_col is not None and is_score_column(chunk[label_col])
-            for row, cells in zip(chunk.index, chunk.to_dict("records")):
-                yield row_record(cells, row, path, text_col, label_col, scores)
+        with warnings.catch_warnings():  # pandas warns, and drops data, where a row has extra fields
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            for chunk in chunks:
+                if scores is None:
+                    missing = [c for c in (text_col, label_col) if c is not None and c not in chunk.columns]
+                    if missing:
+                        raise UserError(
+                            f"{path}: no column {missing[0]!r}; columns are: {', '.join(map(str, chunk.columns))}"
+                        )
+                    scores = label_col is not None and is_score_column(chunk[label_col])
+                for cells in chunk.to_dict("records"):
+                    yield row_record(cells, done, path, text_col, label_col, scores)
+                    done += 1
     except FileNotFoundError:
         raise UserError(f"{path}: no such file") from None
+    except pd.errors.ParserWarning:
+        raise UserError(f"{path}: a row has more fields than the header names; quote fields that hold "
+                        "the separator") from None
     except pd.errors.EmptyDataError:
         raise UserError(f"{path}: empty file, expected a header line naming the columns") from None
     except pd.errors.ParserError as err:
