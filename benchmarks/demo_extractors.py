@@ -7,7 +7,10 @@ takes a budget (a target, a cap, an exact share or a test-time size: see the REA
 extractor table), evaluates on the demo's test split and appends one row per extractor
 to results.jsonl (``benchmark: demo_budget``); RESULTS.md is then regenerated.
 
-    python benchmarks/demo_extractors.py [--extractors hardkuma simple] [--epochs 12] [--seed 0]
+    python benchmarks/demo_extractors.py [--extractors hardkuma simple] [--epochs 12] [--seed 0] [-- TRAIN OPTIONS]
+
+Options after ``--`` go to every ``rationale train`` (e.g. ``-- --gamma 4`` for
+sparse-attention, whose support grows with gamma).
 
 ``bernoulli`` takes the budget only with ``--lagrangian`` (here with the leave-one-out
 baseline over 4 samples, the README's demo setting); ``hardkuma`` keeps the demo's
@@ -40,7 +43,9 @@ def main() -> None:
     parser.add_argument("--budget", default="0.2")
     parser.add_argument("--epochs", type=int, default=12)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("train_args", nargs=argparse.REMAINDER, help="after --: extra options for `rationale train`")
     args = parser.parse_args()
+    extra = [a for a in args.train_args if a != "--"]
     commit = git_commit()
     runs = Path(tempfile.mkdtemp(prefix="demo-extractors-"))
     for extractor in args.extractors:
@@ -48,12 +53,14 @@ def main() -> None:
         run = runs / extractor
         train_cmd, seconds = rationale("train", "--data", "demo", "--out", str(run), "--extractor", extractor,
                                        "--encoder", "rcnn", *budget, *OWN.get(extractor, []), *SIZES,
-                                       "--epochs", str(args.epochs), "--seed", str(args.seed), "--device", "cpu")
+                                       "--epochs", str(args.epochs), "--seed", str(args.seed), "--device", "cpu",
+                                       *extra)
         metrics = run / "test.json"
         eval_cmd, _ = rationale("evaluate", str(run), "demo", "--json", str(metrics), "--device", "cpu")
         test = json.loads(metrics.read_text())
         append_result({
             "benchmark": "demo_budget", "extractor": extractor, "budget": args.budget if budget else None,
+            "options": " ".join(OWN.get(extractor, []) + extra),
             "epochs": args.epochs, "seed": args.seed, "precision": test["precision"], "recall": test["recall"],
             "f1": test["f1"], "selection_rate": test["selection_rate"], "mse": test["mse"],
             "transitions": test["transitions"], "train_seconds": round(seconds, 1),

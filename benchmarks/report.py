@@ -180,9 +180,9 @@ def write_report() -> None:
          "settings, the RCNN encoder for all, `--budget 0.2` where the extractor takes one (a target held",
          "in training, a cap, an exact size or a test-time size), test split. `sparse-attention` has no",
          "budget and `full` selects everything."],
-        ["extractor", "budget", "epochs", "precision %", "recall %", "selected %", "transitions / doc", "test MSE",
-         "train s"],
-        lambda r: [r["extractor"], r["budget"] or "-", r["epochs"], f"{100 * r['precision']:.1f}",
+        ["extractor", "budget", "options", "epochs", "precision %", "recall %", "selected %", "transitions / doc",
+         "test MSE", "train s"],
+        lambda r: [r["extractor"], r["budget"] or "-", r.get("options") or "-", r["epochs"], f"{100 * r['precision']:.1f}",
                    f"{100 * r['recall']:.1f}", f"{100 * r['selection_rate']:.1f}", f"{r['transitions']:.1f}",
                    f"{r['mse']:.4f}", f"{r['train_seconds']:.0f}"])
     out += timing_section(

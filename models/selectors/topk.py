@@ -8,7 +8,8 @@ selector states; for ``corr-topk`` fixed pairwise utilities
 width-2 convolution, as in D.6). Training reads the relaxed mask: the marginals
 of ``p(x) ~ exp(<U / tau, x>)`` over (correlated) k-subsets, with the exact
 backward pass; optionally straight-through (hard sample forward, relaxed
-gradient). Test time: the argmax with the unperturbed utilities.
+gradient). Test time: the argmax with the unperturbed utilities. The subset size k
+is each document's ``budget`` (a count, or a share of its length: :mod:`models.budget`).
 """
 
 from __future__ import annotations
