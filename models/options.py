@@ -24,20 +24,24 @@ class OptionError(ValueError):
     known, the extractor whose option it is. ``unknown``: the extractor has no such option."""
 
     def __init__(self, name: str, value: Any, allowed: str, *, extractor: str | None = None,
-                 unknown: bool = False):
-        self.name, self.value, self.allowed, self.extractor, self.unknown = name, value, allowed, extractor, unknown
+                 unknown: bool = False, needs: str | None = None):
+        self.name, self.value, self.allowed, self.extractor = name, value, allowed, extractor
+        self.unknown, self.needs = unknown, needs
         super().__init__(self.line())
 
     def line(self) -> str:
         who = f"--extractor {self.extractor}" if self.extractor else "this extractor"
         if self.unknown:
             return f"{flag_of(self.name)} does not apply to {who}; {self.allowed}"
+        if self.needs:
+            return f"{flag_of(self.name)} {shown(self.value)}: applies to {who} only with {flag_of(self.needs)}"
         expects = f"{who} expects" if self.extractor else "expected"
         return f"{flag_of(self.name)} {shown(self.value)}: {expects} {self.allowed}"
 
     def of(self, extractor: str) -> OptionError:
         """The same error, naming the extractor."""
-        return OptionError(self.name, self.value, self.allowed, extractor=extractor, unknown=self.unknown)
+        return OptionError(self.name, self.value, self.allowed, extractor=extractor, unknown=self.unknown,
+                           needs=self.needs)
 
 
 def flag_of(name: str) -> str:
@@ -113,9 +117,9 @@ class Spec:
             return "none"
         return shown(self.default)
 
-    def check(self, value: Any) -> Any:
-        """``value`` converted to the declared type (ints to floats, budgets parsed) and
-        checked against the range, or an :class:`OptionError`."""
+    def check(self, value: Any, ranges: bool = True) -> Any:
+        """``value`` converted to the declared type (ints to floats, budgets parsed) and,
+        with ``ranges``, checked against the range, or an :class:`OptionError`."""
         if value is None:
             if self.nullable:
                 return None
@@ -124,7 +128,7 @@ class Spec:
             value = self.convert(value)
         except (TypeError, ValueError):
             raise OptionError(self.name, value, self.allowed()) from None
-        if self.kind in ("int", "float") and not self.in_range(value):
+        if ranges and self.kind in ("int", "float") and not self.in_range(value):
             raise OptionError(self.name, value, self.allowed())
         if self.choices and value not in self.choices:
             raise OptionError(self.name, value, self.allowed())
@@ -185,7 +189,7 @@ class Options:
         for name in sorted(given & set(declared)):
             needed = declared[name].requires
             if needed is not None and not getattr(made, needed):
-                raise OptionError(name, values[name], f"it only applies with {flag_of(needed)}")
+                raise OptionError(name, values[name], "", needs=needed)
         return made
 
     def to_dict(self) -> dict[str, Any]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import json
 import shutil
 import tempfile
 from pathlib import Path
@@ -91,6 +90,10 @@ def friendly(command):
             return command(*args, **kwargs)
         except UserError as err:
             stderr().print(Text(f"error: {err}", style="bold red"), soft_wrap=True)
+            raise typer.Exit(2) from None
+        except FloatingPointError as err:  # a model whose scores left the range its extractor can use
+            stderr().print(Text(f"error: non-finite or out-of-range values in the model ({err})", style="bold red"),
+                           soft_wrap=True)
             raise typer.Exit(2) from None
         except KeyboardInterrupt:
             stderr().print(Text("interrupted", style="bold red"))
@@ -371,7 +374,9 @@ def demo(
 
     workdir = out or Path(tempfile.mkdtemp(prefix="rationale-demo-"))
     own = option_specs(extractor) if extractor in SELECTORS else {}
-    options = {k: v for k, v in DEMO_SETTINGS.items() if k in TRAIN_SPECS or k in own}
+    # the demo's settings that the extractor takes (bernoulli's budget needs --lagrangian: left out)
+    options = {k: v for k, v in DEMO_SETTINGS.items()
+               if k in TRAIN_SPECS or (k in own and own[k].requires is None)}
     options.update(data="demo", extractor=extractor, encoder=encoder, epochs=epochs, seed=seed)
     try:
         stderr().rule("1/3  train on the synthetic beer-like corpus (aspect: appearance, select 20%)")

@@ -12,6 +12,7 @@ needed to rebuild the model when it is loaded again.
 from __future__ import annotations
 
 import dataclasses
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,12 +112,17 @@ def check_known(values: dict[str, Any], source: str) -> None:
         raise UserError(f"{source}unknown option {flag_of(unknown[0])}; known: {known}")
 
 
-def from_values(values: dict[str, Any], given: set[str] | None = None) -> TrainConfig:
+def from_values(values: dict[str, Any], given: set[str] | None = None, ranges: bool = True) -> TrainConfig:
     """The one path from option values to a configuration: values of the declared type
     and range, extractor options declared by the chosen extractor, and ``given`` (what a
-    user gave) not needing an option that is off; an :class:`OptionError` otherwise."""
+    user gave) not needing an option that is off; an :class:`OptionError` otherwise.
+    ``ranges=False`` leaves the training options' ranges unchecked (a saved run's, which
+    only matter for training it)."""
     check_known(values, "")
-    general = {name: TRAIN_SPECS[name].check(value) for name, value in values.items() if name in TRAIN_SPECS}
+    general = {name: TRAIN_SPECS[name].check(value, ranges) for name, value in values.items()
+               if name in TRAIN_SPECS}
+    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", general.get("device", "auto")):
+        raise OptionError("device", general["device"], "auto, cpu, cuda or cuda:N")
     extractor = general.get("extractor", TRAIN_SPECS["extractor"].default)
     own = {name: value for name, value in values.items() if name not in TRAIN_SPECS}
     try:
@@ -133,9 +139,13 @@ def with_aliases(values: dict[str, Any]) -> dict[str, Any]:
         raise UserError(f"{' and '.join(map(flag_of, named))} both set the rationale's size; give --budget alone")
     out = {k: v for k, v in values.items() if k not in ALIASES}
     for name, kind in ALIASES.items():
-        if values.get(name) is not None:
-            value = values[name]
-            out["budget"] = kind(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+        value = values.get(name)
+        if value is None:
+            continue
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if kind is int and number and value != int(value):
+            raise UserError(f"{flag_of(name)} {value}: expected a whole number of tokens")
+        out["budget"] = kind(value) if number else value
     return out
 
 
@@ -172,7 +182,7 @@ def from_saved(data: dict[str, Any], source: str) -> TrainConfig:
     """The configuration saved in a run directory. Runs saved before ``budget`` held every
     extractor's options and the size as ``selection`` or ``k``: the chosen extractor's
     are kept (the others were never used) and the size becomes its budget."""
-    if "budget" not in data and data.get("extractor") in SELECTORS:
+    if "budget" not in data and isinstance(data.get("extractor"), str) and data["extractor"] in SELECTORS:
         extractor = data["extractor"]
         own = {spec.name for spec in specs(selector_class(extractor).Options)}
         size = data.get("k", 10) if extractor in COUNTED else data.get("selection", 0.13)
@@ -180,7 +190,7 @@ def from_saved(data: dict[str, Any], source: str) -> TrainConfig:
         if "budget" in own:
             data["budget"] = size
     try:
-        return from_values(data)
+        return from_values(data, ranges=False)
     except (OptionError, UserError) as err:
         raise UserError(f"{source}: {err}") from None
 

@@ -37,10 +37,16 @@ def default_text(spec: Spec) -> str:
     return spec.default_shown()
 
 
+def bounds(spec: Spec) -> str:
+    """`` [allowed: ...]`` for a number with a range, else nothing."""
+    bounded = spec.kind in ("int", "float") and any(b is not None for b in (spec.low, spec.high, spec.above))
+    return f" [allowed: {spec.allowed()}]" if bounded else ""
+
+
 def parameter(name: str, spec: Spec, help: str, panel: str, default: str | None) -> inspect.Parameter:
     """A keyword parameter whose default is a typer option (None when not given). The help
     is escaped, so no bracket in it is taken for markup, and ends with the default."""
-    help = escape(help + (f" [default: {default}]" if default is not None else ""))
+    help = escape(help + (f" [default: {default}]" if default is not None else "") + bounds(spec))
     extra: dict[str, Any] = {"metavar": ""} if spec.kind == "bool" else {}
     if spec.kind == "Budget":
         extra["metavar"] = "SHARE|COUNT"

@@ -1,15 +1,17 @@
 """An exclusive lock on a run directory, so that two trainings never write into one.
 
-The lock is a file beside the run directory, ``.NAME.lock``, created exclusively and
-holding the holder's process id and host name; it is removed when training ends,
-however it ends. A lock left by a process that no longer runs on this host (killed
-with SIGKILL, a machine restart) is stale and taken over; one held by a live
-process, or by another host, is refused with one line saying who holds it.
+The lock is an advisory ``flock`` on a file beside the run directory,
+``.NAME.lock`` (NAME of the resolved path, so a symbolic link and its target share
+it), holding the holder's process id and host for the message a second training
+gets. The operating system releases the lock when its process ends however it ends
+(SIGKILL, a crash), so a lock left behind is never stale; the file is removed when
+training ends normally.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import socket
 from pathlib import Path
@@ -19,26 +21,17 @@ from rationale_cli.errors import UserError
 
 
 def lock_path(out: Path) -> Path:
+    out = out.resolve()
     return out.parent / f".{out.name}.lock"
 
 
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # a process of another user
-        return True
-    return True
-
-
-def holder(path: Path) -> tuple[int, str] | None:
-    """The (pid, host) written in a lock file, or None when it cannot be read."""
+def holder(path: Path) -> str:
+    """Who holds the lock, as its file says."""
     try:
         pid, host = path.read_text(encoding="utf-8").split(maxsplit=1)
-        return int(pid), host.strip()
+        return f"process {int(pid)} on {host.strip()}"
     except (OSError, ValueError):
-        return None
+        return "another process"
 
 
 @contextlib.contextmanager
@@ -49,27 +42,28 @@ def run_lock(out: Path) -> Iterator[None]:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise UserError(f"{out}: cannot create the run directory here ({err.strerror})") from None
-    me = f"{os.getpid()} {socket.gethostname()}\n"
-    for _ in range(2):
+    while True:
         try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            break
-        except FileExistsError:
-            found = holder(path)
-            if found is not None and found[1] == socket.gethostname() and not alive(found[0]):
-                path.unlink(missing_ok=True)  # stale: its process is gone
-                continue
-            who = f"process {found[0]} on {found[1]}" if found else "another process"
-            raise UserError(f"{out}: another training is writing this run ({who}); if it is not running, "
-                            f"remove {path}") from None
+            handle = open(path, "a+", encoding="utf-8")
         except OSError as err:
             raise UserError(f"{out}: cannot create the run directory here ({err.strerror})") from None
-    else:  # pragma: no cover - a stale lock retaken by someone else in between
-        raise UserError(f"{out}: another training is writing this run")
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(me)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            raise UserError(f"{out}: another training is writing this run ({holder(path)})") from None
+        try:  # the file may have been removed by the holder that just let go: lock the one now there
+            if os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        handle.close()
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"{os.getpid()} {socket.gethostname()}\n")
+    handle.flush()
     try:
         yield
     finally:
-        if holder(path) == (os.getpid(), socket.gethostname()):
-            path.unlink(missing_ok=True)
+        path.unlink(missing_ok=True)  # while still held, so no one locks a file about to vanish
+        handle.close()

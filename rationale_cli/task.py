@@ -48,6 +48,8 @@ class Regression(Task):
 
     def targets(self, records):
         for r in records:
+            if r.label is None:
+                raise UserError(f"{r.where}: no score; expected a 'score' in [0, 1] per document")
             if not isinstance(r.label, (int, float)) or isinstance(r.label, bool):
                 raise UserError(f"{r.where}: label {r.label!r} is a class name, but this model predicts a score "
                                 "in [0, 1] (a regression run); give 'score' values")
@@ -76,11 +78,14 @@ class Classification(Task):
 
     def targets(self, records):
         for r in records:
+            if r.label is None:
+                raise UserError(f"{r.where}: no label; expected a 'label' (a class name) per document")
+            if str(r.label) in self.index:
+                continue
             if isinstance(r.label, float):
                 raise UserError(f"{r.where}: score {r.label:g} given, but this model predicts classes "
                                 f"({', '.join(self.labels)}); give 'label' values")
-            if str(r.label) not in self.index:
-                raise UserError(f"{r.where}: unknown label {r.label!r}; this model knows {', '.join(self.labels)}")
+            raise UserError(f"{r.where}: unknown label {r.label!r}; this model knows {', '.join(self.labels)}")
         return torch.tensor([self.index[str(r.label)] for r in records], dtype=torch.long)
 
     def loss(self, outputs, targets):

@@ -18,13 +18,13 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from rationale_cli.batching import Batch, length_batches, make_batch
-from rationale_cli.checkpoint import data_fingerprint, load_checkpoint, save_checkpoint
+from rationale_cli.checkpoint import RESUME, data_fingerprint, load_checkpoint, save_checkpoint
 from rationale_cli.config import TrainConfig
 from rationale_cli.devices import resolve_device
 from rationale_cli.errors import UserError
 from rationale_cli.inference import evaluate
 from rationale_cli.records import Record
-from rationale_cli.rundir import build_model, load_run, save_run, save_weights, write_json
+from rationale_cli.rundir import WEIGHTS, build_model, load_run, save_run, save_weights, write_json
 from rationale_cli.task import Task, infer_task
 from rationale_cli.vectors import load_vectors
 from rationale_cli.vocab import Vocab
@@ -114,10 +114,14 @@ def training_step(model, task: Task, batch: Batch, optimizer: torch.optim.Optimi
     return value, selection
 
 
-def fresh_model(config: TrainConfig, train_records: list[Record], out: Path, console: Console, device):
-    """The vocabulary, task and a new model for a run that starts from scratch; writes
-    everything of the run directory but the weights and metrics."""
+def fresh_model(config: TrainConfig, train_records: list[Record], valid_records: list[Record], out: Path,
+                console: Console, device):
+    """The vocabulary, task and a new model for a run that starts from scratch; checks every
+    label first, then writes everything of the run directory but the weights and metrics
+    (the files of a run it replaces are removed, so none of them can be mixed with these)."""
     task = infer_task([r.label for r in train_records], config.task)
+    task.targets(train_records)
+    task.targets(valid_records)
     vocab = Vocab.build((r.tokens for r in train_records), min_freq=config.min_freq, max_size=config.max_vocab)
     vectors = None
     if config.embeddings:
@@ -132,6 +136,8 @@ def fresh_model(config: TrainConfig, train_records: list[Record], out: Path, con
         model = build_model(config, len(vocab), task, vectors).to(device)
     except ValueError as err:
         raise UserError(f"--extractor {config.extractor} --encoder {config.encoder}: {err}") from None
+    for name in (WEIGHTS, RESUME, "metrics.json"):
+        (out / name).unlink(missing_ok=True)
     save_run(out, config, vocab, task)
     return vocab, task, model
 
@@ -165,7 +171,7 @@ def train_model(
         run = load_run(out, device)
         vocab, task, model = run.vocab, run.task, run.model
     else:
-        vocab, task, model = fresh_model(config, train_records, out, console, device)
+        vocab, task, model = fresh_model(config, train_records, valid_records, out, console, device)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.Adam(params, lr=config.lr, weight_decay=config.weight_decay)
     history, best, stale, done, seconds_before, metrics = [], None, 0, 0, 0.0, None
@@ -208,7 +214,10 @@ def train_model(
                     stats[key] = stats.get(key, 0.0) + value.detach() * len(records)
                 bar.update(job, advance=1, status=f"loss {total / count:.4f}")
         stats = {k: float(v) / count for k, v in stats.items()}
-        valid = evaluate(model, vocab, task, valid_records, batch_size=config.batch_size, device=device)
+        try:
+            valid = evaluate(model, vocab, task, valid_records, batch_size=config.batch_size, device=device)
+        except FloatingPointError as err:
+            return diverged(out, console, metrics, f"epoch {epoch}, validation: {err}")
         if not math.isfinite(valid["loss"]):
             return diverged(out, console, metrics, f"epoch {epoch}: validation loss {valid['loss']}")
         seconds = time.perf_counter() - epoch_start

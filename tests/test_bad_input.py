@@ -206,36 +206,46 @@ def test_dash_reads_standard_input_and_writes_standard_output(run_dir):
 
 
 def test_two_trainings_into_one_run_directory(tmp_path):
-    """The second of two concurrent trainings into one --out is refused; the first ends
-    with a run that loads."""
+    """While one training writes a run, a second into the same --out is refused; once the
+    first is killed (SIGKILL: nothing cleans up), its lock is gone with it and a new
+    training goes ahead."""
     out = tmp_path / "run"
-    command = [sys.executable, "-m", "rationale_cli", "train", "--data", "demo", "--out", str(out), *TINY[:-2],
-               "--epochs", "3"]
-    first = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    lock = tmp_path / ".run.lock"
-    deadline = time.time() + 60
-    while not lock.exists() and first.poll() is None and time.time() < deadline:
-        time.sleep(0.05)
-    assert lock.exists(), first.communicate()
-    second = subprocess.run(command + ["--force"], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert second.returncode == 2 and "another training is writing this run" in second.stderr, second.stderr
-    assert len(second.stderr.strip().splitlines()) == 1
-    assert first.wait(timeout=300) == 0, first.communicate()
-    assert not lock.exists()
+    command = [sys.executable, "-m", "rationale_cli", "train", "--data", "demo", "--out", str(out), *TINY[:-2]]
+    first = subprocess.Popen(command + ["--epochs", "500"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 120
+        while not (out / "config.json").exists() and time.time() < deadline:
+            time.sleep(0.05)
+        assert first.poll() is None and (out / "config.json").exists()
+        second = subprocess.run(command + ["--epochs", "1", "--force"], cwd=ROOT, capture_output=True, text=True,
+                                timeout=120)
+        assert second.returncode == 2, second.stderr
+        assert f"another training is writing this run (process {first.pid} on" in second.stderr
+        assert len(second.stderr.strip().splitlines()) == 1
+    finally:
+        first.kill()
+        first.wait()
+    third = subprocess.run(command + ["--epochs", "1", "--force"], cwd=ROOT, capture_output=True, text=True,
+                           timeout=120)
+    assert third.returncode == 0, third.stderr
+    assert not (tmp_path / ".run.lock").exists()
     assert invoke("predict", out, EXAMPLES / "reviews.txt", "--out", tmp_path / "p.jsonl").exit_code == 0
 
 
-def test_a_stale_lock_is_taken_over(tmp_path):
-    import socket
+def test_the_lock_is_one_per_run_whatever_the_path_names_it(tmp_path):
+    from rationale_cli.errors import UserError
+    from rationale_cli.lock import run_lock
 
-    from rationale_cli.lock import lock_path, run_lock
-
-    out = tmp_path / "run"
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    lock_path(out).write_text(f"{gone.stdout.strip()} {socket.gethostname()}\n")
-    with run_lock(out):
-        assert lock_path(out).read_text().split()[0] == str(os.getpid())
-    assert not lock_path(out).exists()
+    (tmp_path / "run").mkdir()
+    (tmp_path / "alias").symlink_to(tmp_path / "run")
+    with run_lock(tmp_path / "run"):
+        with pytest.raises(UserError, match="another training is writing this run"):
+            with run_lock(tmp_path / "alias"):
+                pass
+    with run_lock(tmp_path / "alias"):
+        pass
+    assert not list(tmp_path.glob(".*.lock"))
 
 
 def test_a_csv_row_with_extra_fields_is_refused_not_shifted(tmp_path):
@@ -246,3 +256,34 @@ def test_a_csv_row_with_extra_fields_is_refused_not_shifted(tmp_path):
     table.write_text('id,text,label\n1,"a thick, white head",0.8,murky\n2,clear gold,0.9\n')
     with pytest.raises(UserError, match="more fields than the header"):
         read_records(table)
+
+
+def test_labels_are_checked_before_the_run_directory_is_written(tmp_path):
+    train = tmp_path / "train.jsonl"
+    train.write_text("".join(json.dumps({"text": f"{w} beer", "label": w}) + "\n" for w in ("good", "bad") * 5))
+    valid = tmp_path / "valid.jsonl"
+    valid.write_text(json.dumps({"text": "meh beer", "label": "meh"}) + "\n")
+    refused(invoke("train", "--data", train, "--valid", valid, "--out", tmp_path / "r", *TINY),
+            f"{valid}:1", "unknown label 'meh'")
+    assert not (tmp_path / "r").exists()
+
+
+def test_numeric_labels_train_a_classifier_when_asked(tmp_path):
+    data = tmp_path / "scores.jsonl"
+    data.write_text("".join(json.dumps({"text": f"{w} beer", "score": s}) + "\n"
+                            for w, s in (("good", 0.8), ("bad", 0.2)) * 5))
+    result = invoke("train", "--data", data, "--out", tmp_path / "r", "--task", "classification", *TINY)
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "r" / "task.json").read_text())["labels"] == ["0.2", "0.8"]
+
+
+def test_a_forced_run_that_diverges_keeps_nothing_of_the_run_it_replaced(run_dir, tmp_path):
+    import shutil
+
+    out = tmp_path / "run"
+    shutil.copytree(run_dir, out)
+    result = invoke("train", "--data", "demo", "--out", out, "--force", "--extractor", "simple", "--encoder", "cnn",
+                    "--lr", "10000", *TINY[4:])
+    assert result.exit_code == 2 and "diverged" in result.output
+    assert not (out / "model.safetensors").exists() and not (out / "resume.safetensors").exists()
+    refused(invoke("predict", out, EXAMPLES / "reviews.txt", "--out", tmp_path / "p.jsonl"), "missing model.safetensors")

@@ -68,12 +68,15 @@ def test_old_size_flags_are_aliases_of_budget():
     ({"extractor": "sparsemap", "tau": 3.0}, "--tau does not apply to --extractor sparsemap; its options: --budget, --pairwise"),
     ({"extractor": "sparse-attention", "budget": "0.2"}, "--budget does not apply to --extractor sparse-attention"),
     ({"extractor": "bernoulli", "baseline": "loo", "samples": 1}, "--samples 1: --extractor bernoulli expects 2 or more"),
-    ({"extractor": "bernoulli", "budget": "0.2"}, "--budget 0.2: --extractor bernoulli expects it only applies with --lagrangian"),
+    ({"extractor": "bernoulli", "budget": "0.2"}, "--budget 0.2: applies to --extractor bernoulli only with --lagrangian"),
     ({"extractor": "hardkuma", "transitions": 0.1, "coherence": 0.1}, "--coherence 0.1: .* no --transitions"),
     ({"extractor": "nope"}, "--extractor nope: expected one of full, attention, hardkuma"),
     ({"epochs": 0}, "--epochs 0: expected an integer >= 1"),
     ({"dropout": 1.5}, "--dropout 1.5: expected a number >= 0 and <= 0.9"),
     ({"lr": -1.0}, "--lr -1: expected a number > 0"),
+    ({"extractor": "sparse-attention", "lam": 0.2}, "--lambda 0.2: .* --attention fusedmax or oscarmax"),
+    ({"extractor": "simple", "k": 10.7}, "--k 10.7: expected a whole number"),
+    ({"device": "tpu"}, "--device tpu: expected auto, cpu, cuda or cuda:N"),
 ])
 def test_bad_options_are_one_line_naming_option_extractor_and_what_is_allowed(options, message):
     with pytest.raises(UserError, match=message) as err:
@@ -127,6 +130,8 @@ def test_every_declared_option_reaches_the_selector(extractor):
             values["transitions"] = None
         if name == "samples":
             values["baseline"] = "ema"
+        if name == "lam":
+            values["attention"] = "fusedmax"
         config = resolve(None, values)
         model = build_model(config, 20, Regression())
         assert getattr(model.selector.options, name) == values[name], (extractor, name)
@@ -159,3 +164,7 @@ def test_runs_saved_before_budget_still_load():
     hardkuma = from_saved({**old, "extractor": "hardkuma", "encoder": "rcnn", "transitions": 0.06}, "config.json")
     assert hardkuma.options.budget == Budget(0.13) and hardkuma.options.transitions == 0.06
     assert from_values({**hardkuma.to_dict()}) == hardkuma
+    # training-only options are not range-checked when a saved run is loaded
+    assert from_saved({**old, "seed": -1, "dropout": 0.95}, "config.json").seed == -1
+    with pytest.raises(UserError, match="^config.json: "):  # one line, not a TypeError
+        from_saved({**old, "extractor": ["simple"]}, "config.json")

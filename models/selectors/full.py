@@ -13,8 +13,8 @@ class FullSelector(Selector):
     needs_states = False
     summary = "every token: the full-text baseline"
 
-    def __init__(self, input_size: int = 0):
-        super().__init__()
+    def __init__(self, input_size: int = 0, **options):
+        super().__init__(**options)
 
     def forward(self, states: Tensor, mask: Tensor) -> Selection:
         return Selection.single(mask)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from models.options import Options, option
+from models.options import OptionError, Options, option
 from models.prox import oscar_prox, tv_prox
 from models.selectors.attention import AttentionSelector
 
@@ -40,6 +40,10 @@ class SparseAttentionOptions(Options):
     gamma: float = option(1.0, "regularization strength gamma, larger is denser", above=0.0)
     lam: float | None = option(None, "fusion strength of fusedmax / oscarmax", low=0.0,
                                default_text="0.1 for fusedmax, 0.01 for oscarmax")
+
+    def check(self) -> None:
+        if self.lam is not None and self.attention == "sparsemax":
+            raise OptionError("lam", self.lam, "--attention fusedmax or oscarmax beside it (sparsemax fuses nothing)")
 
 
 class SparseAttentionSelector(AttentionSelector):

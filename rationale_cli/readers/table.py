@@ -39,6 +39,16 @@ def is_score_column(values: pd.Series) -> bool:
         return False
 
 
+def next_chunk(chunks):
+    """The next chunk of rows, or None at the end; pandas' warning for a row with extra
+    fields (whose data it drops) raised as an error, only while the chunk is read."""
+    import pandas as pd
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", pd.errors.ParserWarning)
+        return next(chunks, None)
+
+
 def iter_table(
     path: str | Path,
     sep: str = ",",
@@ -62,19 +72,17 @@ def iter_table(
             encoding="utf-8",
             quoting=csv.QUOTE_NONE if sep == "\t" else csv.QUOTE_MINIMAL,
         )
-        with warnings.catch_warnings():  # pandas warns, and drops data, where a row has extra fields
-            warnings.simplefilter("error", pd.errors.ParserWarning)
-            for chunk in chunks:
-                if scores is None:
-                    missing = [c for c in (text_col, label_col) if c is not None and c not in chunk.columns]
-                    if missing:
-                        raise UserError(
-                            f"{path}: no column {missing[0]!r}; columns are: {', '.join(map(str, chunk.columns))}"
-                        )
-                    scores = label_col is not None and is_score_column(chunk[label_col])
-                for cells in chunk.to_dict("records"):
-                    yield row_record(cells, done, path, text_col, label_col, scores)
-                    done += 1
+        while (chunk := next_chunk(chunks)) is not None:
+            if scores is None:
+                missing = [c for c in (text_col, label_col) if c is not None and c not in chunk.columns]
+                if missing:
+                    raise UserError(
+                        f"{path}: no column {missing[0]!r}; columns are: {', '.join(map(str, chunk.columns))}"
+                    )
+                scores = label_col is not None and is_score_column(chunk[label_col])
+            for cells in chunk.to_dict("records"):
+                yield row_record(cells, done, path, text_col, label_col, scores)
+                done += 1
     except FileNotFoundError:
         raise UserError(f"{path}: no such file") from None
     except pd.errors.ParserWarning:
