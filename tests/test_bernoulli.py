@@ -134,6 +134,6 @@ def test_lagrangian_rate_on_the_demo_corpus_is_precise_near_the_gold_share(tmp_p
     gold = [m for record in load("demo", "test") for m in record.gold_mask()]
     share = sum(gold) / len(gold)
     test = train_on_demo(tmp_path, "--extractor", "bernoulli", "--lagrangian", "--selection", f"{share:.3f}",
-                         "--baseline", "loo", "--samples", "4", "--encoder", "rcnn", "--epochs", "12")
+                         "--baseline", "loo", "--samples", "4", "--encoder", "rcnn", "--epochs", "7")
     assert test["precision"] > 0.85, test
     assert abs(test["selection_rate"] - share) <= 0.05, (test, share)
