@@ -344,7 +344,8 @@ def test_readme_extractor_table_agrees_with_the_declarations():
     from models.selectors import SELECTORS, option_specs
 
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    rows = [line.split("|")[1:-1] for line in readme.splitlines() if line.startswith("| `")]
+    table = readme.split("| `--extractor` | what it selects | `--budget` is | default |")[1].split("\n\n")[0]
+    rows = [line.split("|")[1:-1] for line in table.splitlines() if line.startswith("| `")]
     for name in SELECTORS:
         cells = next(row for row in rows if f"`{name}`" in row[0] and len(row) == 4)
         spec = option_specs(name).get("budget")
