@@ -88,8 +88,9 @@ class BernoulliOptions(RateOptions):
                               "cost: give --sparsity 0 to leave the rate to the multiplier)",
                               negative="--fixed-penalty")
     exact_penalty: bool = option(True, "independent selector: differentiate the expected sparsity and "
-                                 "coherence costs exactly instead of sampling them through REINFORCE",
-                                 negative="--sampled-penalty")
+                                 "coherence costs exactly instead of sampling them through REINFORCE (the "
+                                 "dependent selector always samples them)", negative="--sampled-penalty",
+                                 unless="dependent")
 
     def check(self) -> None:
         if self.baseline == "loo" and self.samples < 2:
