@@ -10,6 +10,7 @@ the TOML keys, the configuration saved in a run and the one validation path
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -153,9 +154,10 @@ class Spec:
                 and (self.above is None or value > self.above))
 
 
-def specs(declared: type) -> list[Spec]:
-    """The options declared by a dataclass, in declaration order."""
-    out = []
+@functools.cache
+def specs(declared: type) -> dict[str, Spec]:
+    """The options declared by a dataclass, by name in declaration order (read once per class)."""
+    out = {}
     for f in dataclasses.fields(declared):
         if "help" not in f.metadata:
             continue
@@ -163,7 +165,7 @@ def specs(declared: type) -> list[Spec]:
         if kind not in KINDS:
             raise TypeError(f"{declared.__name__}.{f.name}: undeclarable type {f.type}")
         default = f.default_factory() if f.default is dataclasses.MISSING else f.default
-        out.append(Spec(f.name, kind, "None" in str(f.type), default, **f.metadata))
+        out[f.name] = Spec(f.name, kind, "None" in str(f.type), default, **f.metadata)
     return out
 
 
@@ -172,7 +174,7 @@ class Options:
     """Base of every extractor's options: values are checked when the object is made."""
 
     def __post_init__(self) -> None:
-        for spec in specs(type(self)):
+        for spec in specs(type(self)).values():
             object.__setattr__(self, spec.name, spec.check(getattr(self, spec.name)))
         self.check()
 
@@ -183,7 +185,7 @@ class Options:
     def create(cls, values: dict[str, Any], given: set[str] | frozenset[str] = frozenset()) -> Options:
         """The options from ``values`` (defaults for the rest). ``given``: the names a user
         gave explicitly, refused where an option they need is off (``requires``)."""
-        declared = {spec.name: spec for spec in specs(cls)}
+        declared = specs(cls)
         unknown = sorted(set(values) - set(declared))
         if unknown:
             own = ", ".join(map(flag_of, declared)) or "none"
@@ -199,7 +201,7 @@ class Options:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready values (a budget as a share or a count)."""
-        return {spec.name: to_json(getattr(self, spec.name)) for spec in specs(type(self))}
+        return {name: to_json(getattr(self, name)) for name in specs(type(self))}
 
 
 def to_json(value: Any) -> Any:

@@ -27,6 +27,7 @@ from rationale_cli.errors import UserError
 from rationale_cli.flags import extractor_epilog, train_parameters
 from rationale_cli.readers import FORMATS
 
+
 def unlabelled_help(cls):
     """A typer command class whose ``--help`` is shown as the switch it is (no ``<bool>``)."""
 

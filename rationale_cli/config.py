@@ -12,7 +12,6 @@ needed to rebuild the model when it is loaded again.
 from __future__ import annotations
 
 import dataclasses
-import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 from models.architectures import ARCHITECTURES
 from models.options import OptionError, Options, Spec, flag_of, option, specs
 from models.selectors import SELECTORS, all_option_specs, selector_class
+from rationale_cli.devices import DEVICE_NAME
 from rationale_cli.errors import UserError
 from rationale_cli.readers import FORMATS
 
@@ -89,7 +89,7 @@ class TrainConfig:
 
     def extractor_options(self) -> dict[str, Any]:
         """The extractor's options, for :func:`models.selectors.build_selector`."""
-        return {spec.name: getattr(self.options, spec.name) for spec in specs(type(self.options))}
+        return {name: getattr(self.options, name) for name in specs(type(self.options))}
 
     def to_dict(self) -> dict[str, Any]:
         """Every training option and the extractor's own options, JSON-ready (the saved config)."""
@@ -97,7 +97,7 @@ class TrainConfig:
         return {**general, **self.options.to_dict()}
 
 
-TRAIN_SPECS: dict[str, Spec] = {spec.name: spec for spec in specs(TrainConfig)}
+TRAIN_SPECS: dict[str, Spec] = specs(TrainConfig)
 
 
 def known_options() -> list[str]:
@@ -121,7 +121,7 @@ def from_values(values: dict[str, Any], given: set[str] | None = None, ranges: b
     check_known(values, "")
     general = {name: TRAIN_SPECS[name].check(value, ranges) for name, value in values.items()
                if name in TRAIN_SPECS}
-    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", general.get("device", "auto")):
+    if not DEVICE_NAME.fullmatch(general.get("device", "auto")):
         raise OptionError("device", general["device"], "auto, cpu, cuda or cuda:N")
     extractor = general.get("extractor", TRAIN_SPECS["extractor"].default)
     own = {name: value for name, value in values.items() if name not in TRAIN_SPECS}
@@ -184,7 +184,7 @@ def from_saved(data: dict[str, Any], source: str) -> TrainConfig:
     are kept (the others were never used) and the size becomes its budget."""
     if "budget" not in data and isinstance(data.get("extractor"), str) and data["extractor"] in SELECTORS:
         extractor = data["extractor"]
-        own = {spec.name for spec in specs(selector_class(extractor).Options)}
+        own = specs(selector_class(extractor).Options)
         size = data.get("k", 10) if extractor in COUNTED else data.get("selection", 0.13)
         data = {k: v for k, v in data.items() if k in TRAIN_SPECS or k in own}
         if "budget" in own:

@@ -90,26 +90,20 @@ def training_loss(model, task: Task, batch: Batch) -> tuple[torch.Tensor, Select
     return loss, selection
 
 
-class Diverged(Exception):
-    """Training met a non-finite loss or gradient (or failed on non-finite values)."""
-
-
 def training_step(model, task: Task, batch: Batch, optimizer: torch.optim.Optimizer, clip: float) -> tuple[float, Selection]:
-    """One update on :func:`training_loss`, with gradient-norm clipping; :class:`Diverged`,
-    before the weights change, when the loss or the gradient is not finite."""
+    """One update on :func:`training_loss`, with gradient-norm clipping; a FloatingPointError,
+    before the weights change, when the loss or the gradient is not finite (extractors
+    raise it too, where a non-finite value stops them)."""
     params = [p for group in optimizer.param_groups for p in group["params"]]
-    try:
-        loss, selection = training_loss(model, task, batch)
-    except FloatingPointError as err:  # raised where a non-finite value stops an extractor
-        raise Diverged(str(err)) from None
+    loss, selection = training_loss(model, task, batch)
     value = loss.item()
     if not math.isfinite(value):
-        raise Diverged(f"loss {value}")
+        raise FloatingPointError(f"loss {value}")
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     norm = torch.nn.utils.clip_grad_norm_(params, clip if clip > 0 else float("inf"))
     if not bool(torch.isfinite(norm)):
-        raise Diverged("non-finite gradient")
+        raise FloatingPointError("non-finite gradient")
     optimizer.step()
     return value, selection
 
@@ -206,7 +200,7 @@ def train_model(
                 batch = make_batch(records, vocab, task, device)
                 try:
                     loss, selection = training_step(model, task, batch, optimizer, config.clip)
-                except Diverged as err:
+                except FloatingPointError as err:
                     return diverged(out, console, metrics, f"epoch {epoch}, step {step}: {err}")
                 total += loss * len(records)
                 count += len(records)

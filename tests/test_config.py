@@ -144,7 +144,7 @@ def test_every_declared_option_reaches_the_selector(extractor):
 def test_every_option_type_and_name_is_declarable():
     seen = {}
     for extractor in SELECTORS:
-        for spec in specs(SELECTORS[extractor].Options):
+        for spec in specs(SELECTORS[extractor].Options).values():
             assert seen.setdefault(spec.name, spec.kind) == spec.kind, spec.name
             assert spec.help, spec.name
 

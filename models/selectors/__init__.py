@@ -41,7 +41,7 @@ def selector_class(name: str) -> type[Selector]:
 
 def option_specs(name: str) -> dict[str, Spec]:
     """The options extractor ``name`` declares, by name."""
-    return {spec.name: spec for spec in specs(selector_class(name).Options)}
+    return specs(selector_class(name).Options)
 
 
 def all_option_specs() -> dict[str, dict[str, Spec]]:
