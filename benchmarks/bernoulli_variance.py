@@ -30,7 +30,7 @@ from models.model import RationaleModel  # noqa: E402
 from rationale_cli.batching import make_batch  # noqa: E402
 from rationale_cli.datasets import load  # noqa: E402
 from rationale_cli.task import Regression  # noqa: E402
-from rationale_cli.training import training_loss  # noqa: E402
+from rationale_cli.fit import training_loss  # noqa: E402
 from rationale_cli.vocab import Vocab  # noqa: E402
 
 BASELINES = ("none", "ema", "loo")

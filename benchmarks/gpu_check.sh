@@ -6,7 +6,8 @@
 #   2. beer runs in parallel, one per line of the file PLAN (a name, then the arguments
 #      of benchmarks/beer.py; give `--time-limit MINUTES` after `--` to bound each);
 #   3. meanwhile, the CUDA path: every extractor trains one epoch on the demo corpus with
-#      --device cuda and is evaluated, and a resumed run is compared with an uninterrupted one.
+#      --device cuda and is evaluated, a resumed run is compared with an uninterrupted one,
+#      the Python API trains and predicts on cuda, and `rationale report` runs on two runs.
 # Runs from a checkout without installing (PYTHONPATH=.); needs torch with CUDA, typer,
 # rich, numpy, safetensors (and entmax for sparse-attention); spaCy is not needed.
 #   DATA=../shared/data OUT=/tmp/gpu-check PLAN=plan.txt bash benchmarks/gpu_check.sh
@@ -40,6 +41,15 @@ for extractor in full attention hardkuma bernoulli simple topk corr-topk sparse-
       >> "$out/logs/demo-$extractor.log" 2>&1 && echo "demo $extractor on cuda: ok" || echo "demo $extractor on cuda: FAILED"
 done
 python benchmarks/resume_check.py --device cuda || echo "resume check on cuda: FAILED"
+python - <<'PY' || echo "python API on cuda: FAILED"
+import rationale_cli as rationale
+model = rationale.train("demo", device="cuda", epochs=2, embedding_dim=16, hidden_size=16, batch_size=50)
+assert next(model.model.parameters()).is_cuda
+result = model.predict([{"tokens": "pours a hazy golden color with a white head".split()}])[0]
+print("python API on cuda: ok", result.prediction, result.spans, model.evaluate("demo")["precision"])
+PY
+python -m rationale_cli report "$out/demo/hardkuma" "$out/demo/simple" --out "$out/report.html" --device cuda \
+  > "$out/logs/report.log" 2>&1 && echo "report on cuda: ok" || echo "report on cuda: FAILED"
 wait
 cp benchmarks/results.jsonl "$out/results.jsonl"
 grep -h "failed" "$out"/logs/*.log

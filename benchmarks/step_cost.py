@@ -23,7 +23,7 @@ from report import write_report  # noqa: E402
 from models.model import RationaleModel  # noqa: E402
 from rationale_cli.batching import Batch  # noqa: E402
 from rationale_cli.task import Regression  # noqa: E402
-from rationale_cli.training import training_step  # noqa: E402
+from rationale_cli.fit import training_step  # noqa: E402
 
 VARIANTS = {
     "full": ("full", {}),

@@ -15,7 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from models.architectures import build_architecture
-from models.selection import Selection
+from models.selection import Selection, Selector
 from models.selectors import build_selector, selector_class
 
 
@@ -28,7 +28,7 @@ class RationaleModel(nn.Module):
         outputs: int,
         *,
         encoder: str = "rcnn",
-        extractor: str = "full",
+        extractor: str | type[Selector] | Selector = "full",
         extractor_options: dict | None = None,
         dropout: float = 0.1,
         embeddings: Tensor | None = None,
@@ -39,11 +39,17 @@ class RationaleModel(nn.Module):
         if embeddings is not None:
             self.embed.weight.data.copy_(embeddings)
         self.embed.weight.requires_grad_(not freeze_embeddings)
+        kind = selector_class(extractor) if isinstance(extractor, str) else extractor
         parts = build_architecture(encoder, embedding_dim, hidden_size, outputs, dropout=dropout,
-                                   needs_selector=selector_class(extractor).needs_states)
+                                   needs_selector=kind.needs_states)
         self.selector_encoder = parts.selector_encoder
         states = self.selector_encoder.output_size if self.selector_encoder is not None else 0
-        self.selector = build_selector(extractor, states, **(extractor_options or {}))
+        if isinstance(extractor, Selector):
+            self.selector = extractor
+        elif isinstance(extractor, str):
+            self.selector = build_selector(extractor, states, **(extractor_options or {}))
+        else:
+            self.selector = extractor(states, **(extractor_options or {}))
         self.predictor_encoder = parts.predictor_encoder
         self.output = parts.output
 

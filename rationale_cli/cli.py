@@ -1,4 +1,4 @@
-"""The ``rationale`` command: train, predict, explain, evaluate, demo.
+"""The ``rationale`` command: train, predict, explain, evaluate, report, demo.
 
 Thin by design: commands parse options, call library functions and print with
 rich. Progress and logs go to stderr, data to stdout or files. A user error
@@ -24,6 +24,7 @@ from models.selectors import SELECTORS
 from rationale_cli.config import TRAIN_SPECS, TrainConfig, resolve, resume_config
 from rationale_cli.atomic import writable_target
 from rationale_cli.errors import UserError
+from rationale_cli.output import format_prediction
 from rationale_cli.flags import extractor_epilog, train_parameters
 from rationale_cli.readers import FORMATS
 
@@ -103,38 +104,18 @@ def friendly(command):
     return wrapper
 
 
-def train(out: Path, config: Optional[Path], force: bool, resume: bool, **options):
+def train(out: Path, config: Optional[Path], force: bool, resume: bool, verbose: bool = False, **options):
     """Train a select-then-predict model and write a run directory."""
-    from rationale_cli.lock import run_lock
+    from rationale_cli.training import train_config
 
     cfg = resumed(out, config, force, options) if resume else resolve(config, options)
     if not cfg.data:
         raise UserError("no training data: give --data PATH (or 'demo'), or data = ... in --config")
-    if out.exists() and not out.is_dir():
-        raise UserError(f"{out}: is a file; --out names the run directory to create")
-    with run_lock(out):
-        train_locked(out, cfg, force, resume)
-
-
-def train_locked(out: Path, cfg: TrainConfig, force: bool, resume: bool) -> None:
-    """The rest of ``train``, holding the run directory's lock."""
-    from rationale_cli import datasets
-    from rationale_cli.training import split_validation, train_model
-
-    if (out / "model.safetensors").exists() and not force and not resume:
-        raise UserError(f"{out}: a trained run is already there; choose another --out or pass --force")
     console = stderr()
-    reader = dict(fmt=cfg.format, aspect=cfg.aspect, text_col=cfg.text_col, label_col=cfg.label_col)
-    train_records = datasets.load(cfg.data, "train", **reader)
-    if cfg.valid:
-        valid_records = datasets.load(cfg.valid, "valid", **reader)
-    elif datasets.has_own_validation(cfg.data, cfg.format):
-        valid_records = datasets.load(cfg.data, "valid", **reader)
-    else:
-        train_records, valid_records = split_validation(train_records, cfg.valid_fraction)
-    metrics = train_model(cfg, train_records, valid_records, out, console, resume=resume)
-    console.print(f"best epoch {metrics['best_epoch']}; run saved to {out}", highlight=False)
-    stdout().print(metrics_table(metrics["valid"], f"validation ({len(valid_records):,} documents)"))
+    trained = train_config(cfg, out, console, force=force, resume=resume, verbose=verbose)
+    console.print(f"best epoch {trained.state.best['epoch']}; run saved to {out}", highlight=False)
+    valid = trained.state.best["valid"]
+    stdout().print(metrics_table(valid, f"validation ({valid['documents']:,} documents)"))
 
 
 def train_command():
@@ -153,6 +134,10 @@ def train_command():
                                                "its last finished epoch, as if it had not stopped; only --epochs, "
                                                "--time-limit, --patience, --device and where the data is read "
                                                "from may change.", rich_help_panel="Run")),
+        inspect.Parameter("verbose", inspect.Parameter.KEYWORD_ONLY, annotation=bool,
+                          default=typer.Option(False, "--verbose", "-v", metavar="", help="Show every training "
+                                               "statistic of the extractor on the epoch lines.",
+                                               rich_help_panel="Run")),
     ]
     command = friendly(train)
     command.__signature__ = inspect.Signature(fixed + train_parameters())
@@ -317,10 +302,6 @@ def explain(
         stderr().print(f"wrote {html}", highlight=False)
 
 
-def format_prediction(value) -> str:
-    return f"{value:.3f}" if isinstance(value, float) else str(value)
-
-
 @app.command(cls=Command)
 @friendly
 def evaluate(
@@ -391,6 +372,51 @@ def demo(
     finally:
         if out is None:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+@app.command(cls=Command)
+@friendly
+def report(
+    runs: list[Path] = typer.Argument(..., help="Run directories from `rationale train`."),
+    out: Path = typer.Option(..., "--out", "-o", help="The HTML page to write."),
+    png: Optional[Path] = typer.Option(None, help="Also write the plots as PNG files into this folder."),
+    data: Optional[str] = typer.Option(None, help="Documents with gold rationales for the precision curve and "
+                                       "the examples (or 'demo').", show_default="each run's own data"),
+    format: Optional[str] = typer.Option(None, help=f"Input format of --data: {FORMAT_HELP}.",
+                                         show_default="auto; the run's own for its own data"),
+    aspect: Optional[int] = typer.Option(None, help="Beer aspect (default: the run's)."),
+    examples: int = typer.Option(3, help="Example documents shown per run (0 = none)."),
+    batch_size: int = typer.Option(64, help="Documents per batch (at least 1)."),
+    device: str = typer.Option("auto", help="auto, cpu or cuda."),
+):
+    """Write one HTML page on training runs: training curves, precision by rationale size, metrics, examples.
+
+    Every run's documents are the test split of its own data unless --data is given.
+    """
+    from rationale_cli import report as reports
+    from rationale_cli.atomic import write_text_atomic
+
+    check_at_least("--examples", examples, 0)
+    check_at_least("--batch-size", batch_size, 1)
+    writable_target(out)
+    if png is not None:
+        try:
+            png.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise UserError(f"{png}: cannot create the PNG folder ({err.strerror})") from None
+    names = reports.labels(runs)
+    summaries = []
+    for run, name, slug in zip(runs, names, reports.slugs(names)):
+        loaded, dev = load_for_inference(run, device)
+        summaries.append(reports.summarize(loaded, name, slug, data=data, fmt=format, aspect=aspect,
+                                           examples=examples, batch_size=batch_size, device=dev,
+                                           show_prediction=format_prediction))
+    found = reports.plots(summaries)
+    write_text_atomic(out, reports.page(summaries, found))
+    if png is not None:
+        reports.write_pngs(found, png)
+        stderr().print(f"wrote {len(found)} PNG files to {png}", highlight=False)
+    stderr().print(f"wrote {out}", highlight=False)
 
 
 def main() -> None:

@@ -7,12 +7,14 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rationale_cli.atomic import writable_target
 from rationale_cli.errors import UserError
-from rationale_cli.inference import Output
 from rationale_cli.records import mask_to_spans
+
+if TYPE_CHECKING:
+    from rationale_cli.inference import Output
 
 
 def finite(value: Any) -> Any:
@@ -24,6 +26,11 @@ def finite(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [finite(v) for v in value]
     return value
+
+
+def format_prediction(value) -> str:
+    """A prediction or label as shown to people: scores to 3 decimals."""
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
 def to_json_line(data: dict) -> str:

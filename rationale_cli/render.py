@@ -42,6 +42,11 @@ __all__ = [
     "render_terminal",
     "legend",
     "render_html",
+    "escape",
+    "html_legend",
+    "html_summary",
+    "html_document",
+    "html_page",
 ]
 
 HIT = "hit"
@@ -254,28 +259,33 @@ span.miss { background: #fff1b8; text-decoration: underline wavy #b07800; }
 """
 
 
-def _e(value: Any) -> str:
+def escape(value: Any) -> str:
+    """``value`` as text safe inside HTML elements and quoted attributes."""
     return html.escape(str(value), quote=True)
 
 
-def _html_legend(has_gold: bool) -> str:
+def html_legend(has_gold: bool) -> str:
+    """The key to the highlight categories, as a ``div``."""
     categories = [HIT, FALSE, MISS] if has_gold else [SELECTED]
     parts = []
     for category in categories:
         tag = "span" if category == MISS else "mark"
-        parts.append(f'<{tag} class="{category}">{_e(_DESCRIPTIONS[category])}</{tag}>')
+        parts.append(f'<{tag} class="{category}">{escape(_DESCRIPTIONS[category])}</{tag}>')
     return '<div class="legend">' + "".join(parts) + "</div>"
 
 
-def _html_summary(summary: Mapping[str, Any]) -> str:
+def html_summary(summary: Mapping[str, Any]) -> str:
+    """A two-column table of ``summary``'s keys and values (floats to 4 decimals, None as a dash)."""
     rows = []
     for key, value in summary.items():
         shown = f"{value:.4f}" if isinstance(value, float) else ("–" if value is None else value)
-        rows.append(f"<tr><th>{_e(key)}</th><td>{_e(shown)}</td></tr>")
+        rows.append(f"<tr><th>{escape(key)}</th><td>{escape(shown)}</td></tr>")
     return '<table class="summary">' + "".join(rows) + "</table>"
 
 
-def _html_document(item: Mapping[str, Any], index: int) -> tuple[str, bool]:
+def html_document(item: Mapping[str, Any], index: int) -> tuple[str, bool]:
+    """One highlighted document (an item as :func:`render_html` takes it) as a ``section``
+    with id ``doc-INDEX``, and whether the document has gold."""
     record: Record = item["record"]
     selected = list(item.get("selected") or [])
     scores = item.get("scores")
@@ -285,24 +295,24 @@ def _html_document(item: Mapping[str, Any], index: int) -> tuple[str, bool]:
 
     def word(i: int) -> str:
         if i < len(scores) and scores[i] is not None:
-            return f'<span title="{_e(f"{float(scores[i]):.3f}")}">{_e(words[i])}</span>'
-        return _e(words[i])
+            return f'<span title="{escape(f"{float(scores[i]):.3f}")}">{escape(words[i])}</span>'
+        return escape(words[i])
 
     body = []
     for category, start, end in _runs(categories):
-        body.append(_e(gaps[start]))
-        inner = "".join((_e(gaps[i]) if i > start else "") + word(i) for i in range(start, end))
+        body.append(escape(gaps[start]))
+        inner = "".join((escape(gaps[i]) if i > start else "") + word(i) for i in range(start, end))
         if category == PLAIN:
             body.append(inner)
         else:
             tag = "span" if category == MISS else "mark"
             body.append(f'<{tag} class="{category}">{inner}</{tag}>')
-    body.append(_e(tail))
+    body.append(escape(tail))
 
-    meta = [f"<b>{_e(record.id)}</b>", f"prediction: <b>{_e(item.get('prediction', ''))}</b>"]
+    meta = [f"<b>{escape(record.id)}</b>", f"prediction: <b>{escape(item.get('prediction', ''))}</b>"]
     gold_label = item.get("gold_label")
     if gold_label is not None:
-        meta.append(f"gold: <b>{_e(gold_label)}</b>")
+        meta.append(f"gold: <b>{escape(gold_label)}</b>")
     n_sel = sum(1 for c in categories if c in (HIT, FALSE, SELECTED))
     meta.append(f"{n_sel} of {len(categories)} tokens selected")
     has_gold = record.rationale is not None
@@ -331,28 +341,33 @@ def render_html(
     sections, any_gold, any_plain, any_scores = [], False, False, False
     for index, item in enumerate(items):
         any_scores |= item.get("scores") is not None
-        section, has_gold = _html_document(item, index)
+        section, has_gold = html_document(item, index)
         sections.append(section)
         any_gold |= has_gold
         any_plain |= not has_gold
     legend_html = ""
     if any_gold:
-        legend_html += _html_legend(True)
+        legend_html += html_legend(True)
     if any_plain or not sections:
-        legend_html += _html_legend(False)
-    parts = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{_e(title)}</title>",
-        f"<style>{_CSS}</style></head><body>",
-        f"<h1>{_e(title)}</h1>",
-        legend_html,
-    ]
+        legend_html += html_legend(False)
+    parts = [legend_html]
     if any_scores:
         parts.append('<p class="meta">Hover a token to see its selection score.</p>')
     if summary:
-        parts.append(_html_summary(summary))
+        parts.append(html_summary(summary))
     parts.extend(sections if sections else ["<p>No documents.</p>"])
-    parts.append("</body></html>\n")
-    return "\n".join(parts)
+    return html_page(title, parts)
+
+
+def html_page(title: str, body: Iterable[str], *, css: str = "") -> str:
+    """A whole page: ``title`` as its title and heading, then the ``body`` parts (HTML,
+    one per line); ``css`` is added to the page's own style sheet."""
+    head = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{escape(title)}</title>",
+        f"<style>{_CSS}{css}</style></head><body>",
+        f"<h1>{escape(title)}</h1>",
+    ]
+    return "\n".join([*head, *body, "</body></html>\n"])

@@ -45,15 +45,16 @@ def versions() -> dict:
     }
 
 
-def build_model(config: TrainConfig, vocab_size: int, task: Task, embeddings=None) -> RationaleModel:
+def build_model(config: TrainConfig, vocab_size: int, task: Task, embeddings=None, selector=None) -> RationaleModel:
+    """The model ``config`` describes; ``selector`` (a Selector subclass or instance) replaces its extractor."""
     return RationaleModel(
         vocab_size,
         config.embedding_dim,
         config.hidden_size,
         task.outputs,
         encoder=config.encoder,
-        extractor=config.extractor,
-        extractor_options=config.extractor_options(),
+        extractor=config.extractor if selector is None else selector,
+        extractor_options=config.extractor_options() if selector is None else None,
         dropout=config.dropout,
         embeddings=embeddings,
         freeze_embeddings=config.fix_embeddings,

@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 from typer.testing import CliRunner
 
 from rationale_cli.cli import app
-from rationale_cli.training import out_of_time
+from rationale_cli.callbacks import out_of_time
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 SMALL = ["--encoder", "cnn", "--extractor", "attention", "--embedding-dim", "16", "--hidden-size", "16",

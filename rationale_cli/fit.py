@@ -1,0 +1,234 @@
+"""The training loop as a library function: one loss for every extractor (the Selection
+interface), knowing no paths and no console.
+
+``loss = (weights * task_loss).sum(-1).mean() + penalty + surrogate``, Adam,
+gradient clipping, optional learning-rate decay when validation loss stalls,
+model selection on validation task loss and early stopping (Bastings et al.,
+2019, appendix B.1: models are selected on validation loss). What a run does
+beside training (writing its directory, printing progress, stopping at a time
+limit) is done by callbacks (:mod:`rationale_cli.callbacks`).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import torch
+
+from rationale_cli.batching import Batch, length_batches, make_batch
+from rationale_cli.config import TRAIN_SPECS as DEFAULTS
+from rationale_cli.inference import evaluate
+from rationale_cli.records import Record
+from rationale_cli.task import Task
+from rationale_cli.vocab import Vocab
+from models.selection import Selection
+
+
+def training_loss(model, task: Task, batch: Batch) -> tuple[torch.Tensor, Selection]:
+    """``loss = (weights * task_loss).sum(-1).mean() + penalty + surrogate`` for one batch."""
+    selection, outputs = model(batch.ids, batch.mask)
+    targets = batch.targets.unsqueeze(1).expand(selection.weights.shape)
+    task_loss = task.loss(outputs, targets)
+    loss = (selection.weights * task_loss).sum(-1).mean() + selection.penalty
+    if selection.surrogate is not None:
+        surrogate = selection.surrogate(task_loss.detach())
+        if surrogate is not None:
+            loss = loss + surrogate
+    return loss, selection
+
+
+def training_step(model, task: Task, batch: Batch, optimizer: torch.optim.Optimizer, clip: float) -> tuple[float, Selection]:
+    """One update on :func:`training_loss`, with gradient-norm clipping; a FloatingPointError,
+    before the weights change, when the loss or the gradient is not finite (extractors
+    raise it too, where a non-finite value stops them)."""
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    loss, selection = training_loss(model, task, batch)
+    value = loss.item()
+    if not math.isfinite(value):
+        raise FloatingPointError(f"loss {value}")
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    norm = torch.nn.utils.clip_grad_norm_(params, clip if clip > 0 else float("inf"))
+    if not bool(torch.isfinite(norm)):
+        raise FloatingPointError("non-finite gradient")
+    optimizer.step()
+    return value, selection
+
+
+class Diverged(FloatingPointError):
+    """A non-finite value before any epoch finished: there is no model to keep."""
+
+
+@dataclass
+class Epoch:
+    """What one epoch did: mean training loss, the extractor's training statistics
+    (means over documents), validation metrics, seconds, whether it is the best so far."""
+
+    epoch: int
+    train_loss: float
+    stats: dict[str, float]
+    valid: dict
+    seconds: float
+    improved: bool
+
+    def row(self) -> dict:
+        """The epoch as a history entry (``metrics.json``)."""
+        return {"epoch": self.epoch, "train_loss": self.train_loss, "seconds": self.seconds, **self.stats,
+                **{f"valid_{k}": v for k, v in self.valid.items()}}
+
+
+@dataclass
+class FitState:
+    """Where training stands; a resumed run starts from the state it saved."""
+
+    epoch: int = 0  # epochs finished
+    history: list[dict] = field(default_factory=list)
+    best: dict | None = None  # {"epoch": N, "valid": metrics}
+    stale: int = 0  # epochs since the best
+    train_seconds: float = 0.0
+    best_weights: dict | None = None  # the best epoch's weights, in memory
+    stop: str | None = None  # why training stopped before its last epoch
+
+    def metrics(self) -> dict:
+        """The kept epoch, its validation metrics, the history and the training time."""
+        return {"best_epoch": self.best["epoch"], "valid": self.best["valid"], "history": self.history,
+                "train_seconds": self.train_seconds}
+
+
+class Callback:
+    """Hooks into :func:`fit`; each does nothing unless overridden. A callback stops
+    training after the current epoch by setting ``fit.state.stop`` to the reason."""
+
+    def on_epoch_start(self, fit: Fit, epoch: int) -> None: ...
+
+    def on_step(self, fit: Fit, step: int, mean_loss: float) -> None: ...
+
+    def on_epoch_end(self, fit: Fit, result: Epoch) -> None: ...
+
+    def on_end(self, fit: Fit) -> None: ...
+
+
+@dataclass
+class Fit:
+    """One training run in progress, as callbacks see it."""
+
+    model: torch.nn.Module
+    vocab: Vocab
+    task: Task
+    optimizer: torch.optim.Optimizer
+    rng: random.Random
+    device: torch.device
+    epochs: int
+    batches: int  # per epoch
+    state: FitState
+    callbacks: Sequence[Callback] = ()
+
+
+def fit(
+    model: torch.nn.Module,
+    vocab: Vocab,
+    task: Task,
+    train: Sequence[Record],
+    valid: Sequence[Record],
+    optimizer: torch.optim.Optimizer | None = None,
+    *,
+    epochs: int = DEFAULTS["epochs"].default,
+    batch_size: int = DEFAULTS["batch_size"].default,
+    lr: float = DEFAULTS["lr"].default,
+    weight_decay: float = DEFAULTS["weight_decay"].default,
+    clip: float = DEFAULTS["clip"].default,
+    lr_decay: float = DEFAULTS["lr_decay"].default,
+    patience: int = DEFAULTS["patience"].default,
+    rng: random.Random | int = 0,
+    callbacks: Sequence[Callback] = (),
+    state: FitState | None = None,
+    restore_best: bool = True,
+) -> FitState:
+    """Train ``model`` on ``train``, validating on ``valid`` after every epoch, for at most
+    ``epochs`` epochs in all (``state``, a resumed run's, counts the ones done). The
+    optimizer defaults to Adam with ``lr`` and ``weight_decay``; ``rng`` (or its seed)
+    orders the batches. The defaults are those of ``rationale train``. With
+    ``restore_best`` the model ends with the weights of its best validation epoch.
+    Returns the final state; :class:`Diverged` when a value turns non-finite before any
+    epoch finished (later, training stops and keeps the best epoch so far)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    if optimizer is None:
+        optimizer = torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
+    rng = rng if isinstance(rng, random.Random) else random.Random(rng)
+    device = next(model.parameters()).device
+    run = Fit(model, vocab, task, optimizer, rng, device, epochs, -(-len(train) // batch_size), state or FitState(),
+              callbacks)
+    state = run.state
+    started, seconds_before = time.perf_counter(), state.train_seconds
+    try:
+        for epoch in range(state.epoch + 1, epochs + 1):
+            try:
+                result = one_epoch(run, epoch, train, valid, batch_size, clip)
+            except FloatingPointError as err:
+                if state.best is None:
+                    raise Diverged(str(err)) from None
+                state.stop = (f"training diverged at {err}; stopped, keeping epoch {state.best['epoch']}, the "
+                              "best before it (a lower --lr may avoid this)")
+                break
+            state.epoch = epoch
+            state.history.append(result.row())
+            if result.improved:
+                state.best, state.stale = {"epoch": epoch, "valid": result.valid}, 0
+                if restore_best:
+                    state.best_weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
+            else:
+                state.stale += 1
+                if lr_decay < 1.0:
+                    for group in optimizer.param_groups:
+                        group["lr"] *= lr_decay
+            state.train_seconds = seconds_before + time.perf_counter() - started
+            if patience > 0 and state.stale >= patience:
+                state.stop = f"early stop: no improvement in validation loss for {state.stale} epochs"
+            for callback in run.callbacks:
+                callback.on_epoch_end(run, result)
+            if state.stop:
+                break
+        if restore_best and state.best_weights is not None:
+            model.load_state_dict(state.best_weights)
+    finally:
+        for callback in run.callbacks:
+            callback.on_end(run)
+    return state
+
+
+def one_epoch(run: Fit, epoch: int, train: Sequence[Record], valid: Sequence[Record], batch_size: int,
+              clip: float) -> Epoch:
+    """One pass over ``train`` in length-sorted batches, then validation; a FloatingPointError
+    naming where a value turned non-finite."""
+    started = time.perf_counter()
+    model, task = run.model, run.task
+    for callback in run.callbacks:
+        callback.on_epoch_start(run, epoch)
+    model.train()
+    total, count = 0.0, 0
+    sums: dict[str, torch.Tensor] = {}
+    for step, records in enumerate(length_batches(train, batch_size, rng=run.rng), 1):
+        batch = make_batch(records, run.vocab, task, run.device)
+        try:
+            loss, selection = training_step(model, task, batch, run.optimizer, clip)
+        except FloatingPointError as err:
+            raise FloatingPointError(f"epoch {epoch}, step {step}: {err}") from None
+        total += loss * len(records)
+        count += len(records)
+        for key, value in selection.stats.items():
+            sums[key] = sums.get(key, 0.0) + value.detach() * len(records)
+        for callback in run.callbacks:
+            callback.on_step(run, step, total / count)
+    try:
+        metrics = evaluate(model, run.vocab, task, valid, batch_size=batch_size, device=run.device)
+    except FloatingPointError as err:
+        raise FloatingPointError(f"epoch {epoch}, validation: {err}") from None
+    if not math.isfinite(metrics["loss"]):
+        raise FloatingPointError(f"epoch {epoch}: validation loss {metrics['loss']}")
+    best = run.state.best
+    return Epoch(epoch, total / count, {k: float(v) / count for k, v in sums.items()}, metrics,
+                 time.perf_counter() - started, best is None or metrics["loss"] < best["valid"]["loss"])
