@@ -1,4 +1,11 @@
+import os
+
 import pytest
+import torch
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # one thread per worker: the workers share the cores, and two threads each would contend
+    torch.set_num_threads(1)
 
 
 @pytest.fixture(params=["sequential", "tree"])
