@@ -6,13 +6,17 @@ token, expected transitions per token), the loss gets ``lambda * c_hat`` where
 ``c_hat`` has the value of a moving average of c and the gradient of the
 batch's c (straight-through). After each training step the multiplier moves
 multiplicatively, ``lambda <- clamp(lambda * exp(lr * c_ma))``: it grows while
-the constraint is violated and decays once it holds. Nothing moves in eval mode.
+the constraint is violated and decays once it holds. Nothing moves in eval mode. In a
+distributed run the moving average takes c averaged over processes, so every process
+holds the same multiplier.
 """
 
 from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
+
+from models.ranks import mean_over_ranks
 
 
 class LagrangeMultiplier(nn.Module):
@@ -27,7 +31,7 @@ class LagrangeMultiplier(nn.Module):
         """The Lagrangian term ``lambda * c_hat`` for a scalar constraint value."""
         if self.training:
             with torch.no_grad():
-                self.moving.mul_(self.alpha).add_((1 - self.alpha) * constraint.detach())
+                self.moving.mul_(self.alpha).add_((1 - self.alpha) * mean_over_ranks(constraint))
         smoothed = constraint + (self.moving.clone() - constraint).detach()
         term = self.value.clone() * smoothed
         if self.training:

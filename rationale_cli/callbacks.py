@@ -32,7 +32,7 @@ class RunDirectory(Callback):
             save_weights(self.out, fit.model)
         save_checkpoint(self.out, fit.model, fit.optimizer, fit.rng, fit.device, {
             "epoch": state.epoch, "stale": state.stale, "best": state.best, "history": state.history,
-            "train_seconds": state.train_seconds, "fingerprint": self.fingerprint})
+            "train_seconds": state.train_seconds, "fingerprint": self.fingerprint}, fit.random_states)
         write_json(self.out / "metrics.json", state.metrics())
 
 

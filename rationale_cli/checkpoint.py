@@ -38,8 +38,11 @@ def data_fingerprint(train: list[Record], valid: list[Record]) -> str:
 
 
 def save_checkpoint(out: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                    rng: random.Random, device: torch.device, state: dict) -> None:
-    """Write the resume state after an epoch; ``state`` holds the loop's own counters."""
+                    rng: random.Random, device: torch.device, state: dict,
+                    random_states: list[dict] | None = None) -> None:
+    """Write the resume state after an epoch; ``state`` holds the loop's own counters,
+    ``random_states`` every process's torch random states in a distributed run
+    (``rng.torch.R``, ``rng.cuda.R`` for rank R)."""
     tensors = {f"model.{k}": v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
     for index, slots in optimizer.state_dict()["state"].items():
         for name, value in slots.items():
@@ -47,15 +50,18 @@ def save_checkpoint(out: Path, model: torch.nn.Module, optimizer: torch.optim.Op
     tensors["rng.torch"] = torch.get_rng_state()
     if device.type == "cuda":
         tensors["rng.cuda"] = torch.cuda.get_rng_state(device).cpu()
+    if random_states is not None and len(random_states) > 1:
+        for index, states in enumerate(random_states):
+            tensors.update({f"rng.{kind}.{index}": value for kind, value in states.items()})
     meta = {**state, "lrs": [group["lr"] for group in optimizer.param_groups], "python_rng": rng.getstate()}
     with atomic_path(out / RESUME) as tmp:
         save_file(tensors, str(tmp), metadata={"state": json.dumps(meta)})
 
 
 def load_checkpoint(out: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                    rng: random.Random, device: torch.device) -> dict:
-    """Restore the model, optimizer and random states saved by :func:`save_checkpoint`;
-    returns the loop's counters."""
+                    rng: random.Random, device: torch.device, rank: int = 0) -> dict:
+    """Restore the model, optimizer and random states saved by :func:`save_checkpoint`
+    (process ``rank``'s own in a distributed run); returns the loop's counters."""
     path = out / RESUME
     try:
         with safe_open(str(path), framework="pt") as handle:
@@ -78,9 +84,10 @@ def load_checkpoint(out: Path, model: torch.nn.Module, optimizer: torch.optim.Op
     for group, lr in zip(saved["param_groups"], meta.pop("lrs")):
         group["lr"] = lr
     optimizer.load_state_dict(saved)
-    torch.set_rng_state(tensors["rng.torch"])
-    if device.type == "cuda" and "rng.cuda" in tensors:
-        torch.cuda.set_rng_state(tensors["rng.cuda"], device)
+    own = f".{rank}" if f"rng.torch.{rank}" in tensors else ""
+    torch.set_rng_state(tensors[f"rng.torch{own}"])
+    if device.type == "cuda" and f"rng.cuda{own}" in tensors:
+        torch.cuda.set_rng_state(tensors[f"rng.cuda{own}"], device)
     version, internal, gauss = meta.pop("python_rng")
     rng.setstate((version, tuple(internal), gauss))
     return meta

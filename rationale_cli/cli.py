@@ -106,13 +106,17 @@ def friendly(command):
 
 def train(out: Path, config: Optional[Path], force: bool, resume: bool, verbose: bool = False, **options):
     """Train a select-then-predict model and write a run directory."""
+    from rationale_cli.distributed import process_group, rank
     from rationale_cli.training import train_config
 
     cfg = resumed(out, config, force, options) if resume else resolve(config, options)
     if not cfg.data:
         raise UserError("no training data: give --data PATH (or 'demo'), or data = ... in --config")
     console = stderr()
-    trained = train_config(cfg, out, console, force=force, resume=resume, verbose=verbose)
+    with process_group(cfg.device):
+        trained = train_config(cfg, out, console, force=force, resume=resume, verbose=verbose)
+        if rank() > 0:
+            return
     console.print(f"best epoch {trained.state.best['epoch']}; run saved to {out}", highlight=False)
     valid = trained.state.best["valid"]
     stdout().print(metrics_table(valid, f"validation ({valid['documents']:,} documents)"))

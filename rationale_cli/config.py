@@ -91,13 +91,17 @@ class TrainConfig:
         """The extractor's options, for :func:`models.selectors.build_selector`."""
         return {name: getattr(self.options, name) for name in specs(type(self.options))}
 
-    def to_dict(self) -> dict[str, Any]:
-        """Every training option and the extractor's own options, JSON-ready (the saved config)."""
+    def to_dict(self, processes: int = 1) -> dict[str, Any]:
+        """Every training option and the extractor's own options, JSON-ready (the saved
+        config); for a run on several processes, their number and the effective batch."""
         general = {spec.name: getattr(self, spec.name) for spec in TRAIN_SPECS.values()}
-        return {**general, **self.options.to_dict()}
+        run = {"processes": processes, "effective_batch_size": self.batch_size * processes} if processes > 1 else {}
+        return {**general, **self.options.to_dict(), **run}
 
 
 TRAIN_SPECS: dict[str, Spec] = specs(TrainConfig)
+# what a saved config says of how the run was trained, beside its options
+RUN_FACTS = ("processes", "effective_batch_size")
 
 
 def known_options() -> list[str]:
@@ -181,7 +185,9 @@ def resolve(config_file: str | Path | None, cli: dict[str, Any]) -> TrainConfig:
 def from_saved(data: dict[str, Any], source: str) -> TrainConfig:
     """The configuration saved in a run directory. Runs saved before ``budget`` held every
     extractor's options and the size as ``selection`` or ``k``: the chosen extractor's
-    are kept (the others were never used) and the size becomes its budget."""
+    are kept (the others were never used) and the size becomes its budget. ``RUN_FACTS``
+    are not options: they are left out."""
+    data = {k: v for k, v in data.items() if k not in RUN_FACTS}
     if "budget" not in data and isinstance(data.get("extractor"), str) and data["extractor"] in SELECTORS:
         extractor = data["extractor"]
         own = specs(selector_class(extractor).Options)

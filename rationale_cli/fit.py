@@ -18,13 +18,16 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 import torch
+import torch.distributed as dist
 
 from rationale_cli.batching import Batch, length_batches, make_batch
 from rationale_cli.config import TRAIN_SPECS as DEFAULTS
+from rationale_cli.distributed import from_rank_zero, gather_random_states, rank, share, wrap
 from rationale_cli.inference import evaluate
 from rationale_cli.records import Record
 from rationale_cli.task import Task
 from rationale_cli.vocab import Vocab
+from models.ranks import all_ranks, world_size
 from models.selection import Selection
 
 
@@ -43,13 +46,14 @@ def training_loss(model, task: Task, batch: Batch) -> tuple[torch.Tensor, Select
 
 def training_step(model, task: Task, batch: Batch, optimizer: torch.optim.Optimizer, clip: float) -> tuple[float, Selection]:
     """One update on :func:`training_loss`, with gradient-norm clipping; a FloatingPointError,
-    before the weights change, when the loss or the gradient is not finite (extractors
-    raise it too, where a non-finite value stops them)."""
+    before the weights change, when the loss (in any process of a distributed run) or
+    the gradient is not finite (extractors raise it too, where a non-finite value stops
+    them). ``model`` may be wrapped in DistributedDataParallel."""
     params = [p for group in optimizer.param_groups for p in group["params"]]
     loss, selection = training_loss(model, task, batch)
     value = loss.item()
-    if not math.isfinite(value):
-        raise FloatingPointError(f"loss {value}")
+    if not all_ranks(math.isfinite(value), loss.device):  # every process stops at the same step
+        raise FloatingPointError(f"loss {value}" if not math.isfinite(value) else "loss non-finite in another process")
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     norm = torch.nn.utils.clip_grad_norm_(params, clip if clip > 0 else float("inf"))
@@ -126,6 +130,10 @@ class Fit:
     batches: int  # per epoch
     state: FitState
     callbacks: Sequence[Callback] = ()
+    net: torch.nn.Module | None = None  # what training calls: the model, or DDP around it
+    processes: int = 1
+    rank: int = 0
+    random_states: list[dict] | None = None  # every process's, after an epoch of a distributed run
 
 
 def fit(
@@ -154,14 +162,20 @@ def fit(
     orders the batches. The defaults are those of ``rationale train``. With
     ``restore_best`` the model ends with the weights of its best validation epoch.
     Returns the final state; :class:`Diverged` when a value turns non-finite before any
-    epoch finished (later, training stops and keeps the best epoch so far)."""
+    epoch finished (later, training stops and keeps the best epoch so far). Called by
+    every process of a distributed run (a torch.distributed process group, see
+    :mod:`rationale_cli.distributed`), it trains one model with DDP, ``batch_size``
+    documents per process; give the callbacks to rank 0 alone."""
     params = [p for p in model.parameters() if p.requires_grad]
     if optimizer is None:
         optimizer = torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
     rng = rng if isinstance(rng, random.Random) else random.Random(rng)
     device = next(model.parameters()).device
-    run = Fit(model, vocab, task, optimizer, rng, device, epochs, -(-len(train) // batch_size), state or FitState(),
-              callbacks)
+    processes = world_size()
+    net = wrap(model, device)
+    batches = len(train) // (batch_size * processes) + (len(train) % (batch_size * processes) >= processes)
+    run = Fit(model, vocab, task, optimizer, rng, device, epochs, batches, state or FitState(), callbacks, net,
+              processes, rank())
     state = run.state
     started, seconds_before = time.perf_counter(), state.train_seconds
     try:
@@ -188,8 +202,11 @@ def fit(
             state.train_seconds = seconds_before + time.perf_counter() - started
             if patience > 0 and state.stale >= patience:
                 state.stop = f"early stop: no improvement in validation loss for {state.stale} epochs"
+            if processes > 1:
+                run.random_states = gather_random_states(device)
             for callback in run.callbacks:
                 callback.on_epoch_end(run, result)
+            state.stop = from_rank_zero(state.stop)  # a time limit is judged on rank 0
             if state.stop:
                 break
         if restore_best and state.best_weights is not None:
@@ -202,8 +219,9 @@ def fit(
 
 def one_epoch(run: Fit, epoch: int, train: Sequence[Record], valid: Sequence[Record], batch_size: int,
               clip: float) -> Epoch:
-    """One pass over ``train`` in length-sorted batches, then validation; a FloatingPointError
-    naming where a value turned non-finite."""
+    """One pass over ``train`` in length-sorted batches (this process's share of each in a
+    distributed run), then validation; a FloatingPointError naming where a value turned
+    non-finite."""
     started = time.perf_counter()
     model, task = run.model, run.task
     for callback in run.callbacks:
@@ -211,10 +229,15 @@ def one_epoch(run: Fit, epoch: int, train: Sequence[Record], valid: Sequence[Rec
     model.train()
     total, count = 0.0, 0
     sums: dict[str, torch.Tensor] = {}
-    for step, records in enumerate(length_batches(train, batch_size, rng=run.rng), 1):
+    step = 0
+    for batch_records in length_batches(train, batch_size * run.processes, rng=run.rng):
+        if len(batch_records) < run.processes:  # a last batch too small to give every process a document
+            continue
+        step += 1
+        records = share(batch_records, run.rank, run.processes)
         batch = make_batch(records, run.vocab, task, run.device)
         try:
-            loss, selection = training_step(model, task, batch, run.optimizer, clip)
+            loss, selection = training_step(run.net, task, batch, run.optimizer, clip)
         except FloatingPointError as err:
             raise FloatingPointError(f"epoch {epoch}, step {step}: {err}") from None
         total += loss * len(records)
@@ -223,12 +246,33 @@ def one_epoch(run: Fit, epoch: int, train: Sequence[Record], valid: Sequence[Rec
             sums[key] = sums.get(key, 0.0) + value.detach() * len(records)
         for callback in run.callbacks:
             callback.on_step(run, step, total / count)
-    try:
-        metrics = evaluate(model, run.vocab, task, valid, batch_size=batch_size, device=run.device)
-    except FloatingPointError as err:
-        raise FloatingPointError(f"epoch {epoch}, validation: {err}") from None
-    if not math.isfinite(metrics["loss"]):
-        raise FloatingPointError(f"epoch {epoch}: validation loss {metrics['loss']}")
+    total, count, stats = summed_over_ranks(total, count, sums, run.device)
+    metrics = from_rank_zero(validate(run, epoch, valid, batch_size) if run.rank == 0 else None)
+    if isinstance(metrics, str):
+        raise FloatingPointError(metrics)
     best = run.state.best
-    return Epoch(epoch, total / count, {k: float(v) / count for k, v in sums.items()}, metrics,
+    return Epoch(epoch, total / count, {k: v / count for k, v in stats.items()}, metrics,
                  time.perf_counter() - started, best is None or metrics["loss"] < best["valid"]["loss"])
+
+
+def validate(run: Fit, epoch: int, valid: Sequence[Record], batch_size: int) -> dict | str:
+    """The validation metrics, or where a value turned non-finite."""
+    try:
+        metrics = evaluate(run.model, run.vocab, run.task, valid, batch_size=batch_size, device=run.device)
+    except FloatingPointError as err:
+        return f"epoch {epoch}, validation: {err}"
+    if not math.isfinite(metrics["loss"]):
+        return f"epoch {epoch}: validation loss {metrics['loss']}"
+    return metrics
+
+
+def summed_over_ranks(total: float, count: int, sums: dict[str, torch.Tensor],
+                      device: torch.device) -> tuple[float, int, dict[str, float]]:
+    """The epoch's loss and statistic sums over every process (one transfer)."""
+    values = torch.tensor([total, count, *(float(v) for v in sums.values())], dtype=torch.float64)
+    if world_size() > 1:
+        values = values.to(device)
+        dist.all_reduce(values)
+        values = values.cpu()
+    total, count, *rest = values.tolist()
+    return total, int(count), dict(zip(sums, rest))

@@ -67,13 +67,14 @@ def save_weights(out: Path, model: RationaleModel) -> None:
         save_file(state, str(tmp))
 
 
-def save_run(out: Path, config: TrainConfig, vocab: Vocab, task: Task) -> None:
-    """Everything but the weights and metrics (written as training goes)."""
+def save_run(out: Path, config: TrainConfig, vocab: Vocab, task: Task, processes: int = 1) -> None:
+    """Everything but the weights and metrics (written as training goes); ``processes``:
+    how many trained the run (see :meth:`TrainConfig.to_dict`)."""
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise UserError(f"{out}: cannot create the run directory ({err.strerror})") from None
-    write_json(out / "config.json", config.to_dict())
+    write_json(out / "config.json", config.to_dict(processes))
     vocab.save(out / "vocab.json")
     write_json(out / "task.json", task.to_dict())
     write_json(out / "versions.json", versions())

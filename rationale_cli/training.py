@@ -6,6 +6,7 @@ come here; with no directory and no console nothing is written or printed.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import random
 from dataclasses import dataclass
@@ -20,14 +21,16 @@ from rationale_cli.callbacks import ConsoleReport, RunDirectory, TimeLimit
 from rationale_cli.checkpoint import RESUME, data_fingerprint, load_checkpoint
 from rationale_cli.config import TrainConfig
 from rationale_cli.devices import resolve_device
+from rationale_cli.distributed import local_device, rank
 from rationale_cli.errors import UserError
 from rationale_cli.fit import Callback, Diverged, FitState, fit
 from rationale_cli.records import Record
-from rationale_cli.rundir import WEIGHTS, build_model, load_run, save_run, write_json
+from rationale_cli.rundir import WEIGHTS, build_model, load_run, read_json, save_run, write_json
 from rationale_cli.task import Task, infer_task
 from rationale_cli.vectors import load_vectors
 from rationale_cli.vocab import Vocab
 from models.model import RationaleModel
+from models.ranks import world_size
 
 
 def split_validation(records: list[Record], fraction: float) -> tuple[list[Record], list[Record]]:
@@ -94,15 +97,18 @@ def start_run_directory(out: Path, config: TrainConfig, vocab: Vocab, task: Task
     replaces are removed, so none of them can be mixed with these."""
     for name in (WEIGHTS, RESUME, "metrics.json"):
         (out / name).unlink(missing_ok=True)
-    save_run(out, config, vocab, task)
+    save_run(out, config, vocab, task, world_size())
 
 
 def resume_state(out: Path, config: TrainConfig, model: RationaleModel, optimizer, rng: random.Random,
                  device: torch.device, fingerprint: str) -> FitState:
     """The state saved after the last finished epoch of the run in ``out``, restored into
     ``model``, ``optimizer`` and ``rng``; ``model`` must hold the run's best weights."""
+    trained_by = read_json(out / "config.json").get("processes", 1)
+    if trained_by != world_size():
+        raise UserError(f"{out}: trained on {trained_by} process(es); resume it on as many (now {world_size()})")
     best_weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    saved = load_checkpoint(out, model, optimizer, rng, device)
+    saved = load_checkpoint(out, model, optimizer, rng, device, rank())
     if saved["fingerprint"] != fingerprint:
         raise UserError(f"{out}: the training or validation data differ from the ones this run was trained on")
     if saved["epoch"] >= config.epochs:
@@ -128,34 +134,41 @@ def train_run(
     (with ``resume``, go on after the last epoch saved there, see ``checkpoint``); with
     ``console``, report progress there (every training statistic with ``verbose``);
     ``selector`` replaces the configured extractor (see :func:`new_model`). The model
-    returned holds its best epoch's weights."""
+    returned holds its best epoch's weights. Every process of a distributed run calls
+    this (:mod:`rationale_cli.distributed`): rank 0 writes and reports."""
     torch.manual_seed(config.seed)
     rng = random.Random(config.seed)
-    device = resolve_device(config.device)
+    device = local_device(resolve_device(config.device))
     fingerprint = data_fingerprint(train, valid)
+    writer = rank() == 0  # rank 0 writes the run directory and reports
     if resume:
         loaded = load_run(out, device)
         vocab, task, model = loaded.vocab, loaded.task, loaded.model
     else:
-        config, vocab, task, model = new_model(config, train, valid, console, device, selector)
-        if out is not None:
-            start_run_directory(out, config, vocab, task)
+        config, vocab, task, model = new_model(config, train, valid, console if writer else None, device, selector)
+    if out is not None and writer and not resume:
+        start_run_directory(out, config, vocab, task)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.Adam(params, lr=config.lr, weight_decay=config.weight_decay)
-    state = None
-    if resume:
-        state = resume_state(out, config, model, optimizer, rng, device, fingerprint)
-        write_json(out / "config.json", config.to_dict())
-    hooks = [RunDirectory(out, fingerprint)] if out is not None else []
-    if console is not None:
+    if world_size() > 1:  # the same initial weights everywhere, then each process's own random stream
+        torch.manual_seed(config.seed + rank() * 2**32)
+    state = resume_state(out, config, model, optimizer, rng, device, fingerprint) if resume else None
+    if resume and writer:
+        write_json(out / "config.json", config.to_dict(world_size()))
+    hooks = []
+    if writer and out is not None:
+        hooks.append(RunDirectory(out, fingerprint))
+    if writer and console is not None:
         if state is not None:
             console.print(f"resuming after epoch {state.epoch} (best so far: epoch {state.best['epoch']})",
                           highlight=False)
+        processes = f", {world_size()} processes" if world_size() > 1 else ""
         console.print(f"training {config.extractor} extractor, {config.encoder} encoder, {task.name}: "
                       f"{len(train):,} train / {len(valid):,} valid documents, vocabulary {len(vocab):,}, "
-                      f"{sum(p.numel() for p in params):,} trainable parameters, device {device}", highlight=False)
+                      f"{sum(p.numel() for p in params):,} trainable parameters, device {device}{processes}",
+                      highlight=False)
         hooks.append(ConsoleReport(console, verbose))
-    if config.time_limit > 0:
+    if writer and config.time_limit > 0:
         hooks.append(TimeLimit(config.time_limit))
     try:
         state = fit(model, vocab, task, train, valid, optimizer, epochs=config.epochs, batch_size=config.batch_size,
@@ -171,14 +184,15 @@ def train_run(
 def train_config(config: TrainConfig, out: Path | None = None, console: Console | None = None, *,
                  force: bool = False, resume: bool = False, verbose: bool = False, selector=None) -> Trained:
     """Read the data ``config`` names and train (:func:`train_run`); a run directory ``out``
-    is written holding its lock, and never over a trained run without ``force``."""
+    is written holding its lock (by rank 0 of a distributed run), and never over a
+    trained run without ``force``."""
     from rationale_cli.lock import run_lock
 
     if out is None:
         return train_run(config, *training_data(config), None, console, verbose=verbose, selector=selector)
     if out.exists() and not out.is_dir():
         raise UserError(f"{out}: is a file; --out names the run directory to create")
-    with run_lock(out):
+    with run_lock(out) if rank() == 0 else contextlib.nullcontext():
         if (out / WEIGHTS).exists() and not force and not resume:
             raise UserError(f"{out}: a trained run is already there; choose another --out or pass --force")
         return train_run(config, *training_data(config), out, console, resume=resume, verbose=verbose,

@@ -42,6 +42,7 @@ from torch import Tensor, nn
 from models.lagrangian import EqualityMultiplier
 from models.budget import Budget
 from models.options import OptionError, option
+from models.ranks import mean_over_ranks
 from models.selection import Selection, Selector, selected_share
 from models.selectors.dependent import DependentScan
 from models.selectors.rate import RateOptions
@@ -169,7 +170,7 @@ class BernoulliSelector(Selector):
             advantage = cost - self.average_cost if bool(self.average_ready) else cost
             if self.training:
                 with torch.no_grad():
-                    mean = cost.mean()
+                    mean = mean_over_ranks(cost.mean())
                     if bool(self.average_ready):
                         self.average_cost.mul_(self.ema_decay).add_((1 - self.ema_decay) * mean)
                     else:

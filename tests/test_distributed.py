@@ -1,0 +1,132 @@
+"""Training on several processes (DDP over gloo, two CPU processes on the demo corpus)."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from safetensors.torch import load_file, save_file
+
+from rationale_cli import datasets
+from rationale_cli.batching import make_batch
+from rationale_cli.config import from_values
+from rationale_cli.distributed import share, wrap
+from rationale_cli.fit import training_loss
+from rationale_cli.rundir import build_model
+from rationale_cli.task import infer_task
+from rationale_cli.vocab import Vocab
+
+ROOT = Path(__file__).resolve().parent.parent
+BATCH = 16  # per process
+DETERMINISTIC = dict(extractor="attention", encoder="cnn", embedding_dim=16, hidden_size=16, dropout=0.0)
+LAGRANGIAN = dict(data="demo", extractor="hardkuma", encoder="cnn", embedding_dim=16, hidden_size=16, batch_size=50,
+                  epochs=2, budget=0.2, lr=0.005)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def join(rank: int, world: int, port: int) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+
+
+def first_step(records, world: int = 1, rank: int = 0) -> dict:
+    """The gradients of one training step on ``records`` (this process's share of them)."""
+    train = datasets.load("demo", "train")
+    task, vocab = infer_task([r.label for r in train]), Vocab.build(r.tokens for r in train)
+    torch.manual_seed(0)
+    model = build_model(from_values(DETERMINISTIC), len(vocab), task)
+    net = wrap(model, torch.device("cpu"))
+    loss, _ = training_loss(net, task, make_batch(share(records, rank, world), vocab, task))
+    loss.backward()
+    return {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+
+
+def gradients_worker(rank: int, world: int, port: int, folder: str) -> None:
+    join(rank, world, port)
+    try:
+        records = datasets.load("demo", "train")[: world * BATCH]
+        save_file(first_step(records, world, rank), f"{folder}/grads{rank}.safetensors")
+    finally:
+        dist.destroy_process_group()
+
+
+def training_worker(rank: int, world: int, port: int, folder: str) -> None:
+    from rationale_cli.training import train_config
+
+    join(rank, world, port)
+    try:
+        trained = train_config(from_values(LAGRANGIAN), Path(folder) / "run")
+        state = {k: v.contiguous() for k, v in trained.model.state_dict().items()}
+        save_file(state, f"{folder}/rank{rank}.safetensors")
+    finally:
+        dist.destroy_process_group()
+
+
+def spawn(worker, folder: Path, world: int = 2) -> None:
+    mp.spawn(worker, args=(world, free_port(), str(folder)), nprocs=world, join=True)
+
+
+def test_two_processes_average_to_the_gradient_of_the_combined_batch(tmp_path):
+    spawn(gradients_worker, tmp_path)
+    torch.set_num_threads(1)
+    whole = first_step(datasets.load("demo", "train")[: 2 * BATCH])
+    for rank in (0, 1):
+        grads = load_file(str(tmp_path / f"grads{rank}.safetensors"))
+        assert grads.keys() == whole.keys()
+        for name, value in whole.items():
+            assert torch.allclose(grads[name], value, rtol=1e-5, atol=1e-7), name
+
+
+def test_processes_stay_in_step_and_only_rank_zero_writes(tmp_path):
+    spawn(training_worker, tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rank0.safetensors", "rank1.safetensors", "run"]
+    a, b = (load_file(str(tmp_path / f"rank{r}.safetensors")) for r in (0, 1))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    multipliers = [k for k in a if k.startswith("selector.lambda_l0") and k.endswith(".value")]
+    assert multipliers and any(float(a[k]) != 0.0015 for k in multipliers)  # they moved, and agree
+    run = tmp_path / "run"
+    assert (run / "model.safetensors").is_file() and (run / "resume.safetensors").is_file()
+    config = json.loads((run / "config.json").read_text())
+    assert config["processes"] == 2 and config["effective_batch_size"] == 100
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert [h["epoch"] for h in metrics["history"]] == [1, 2]
+
+
+def torchrun(*args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+               "-m", "rationale_cli", "train", *map(str, args)]
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+
+@pytest.mark.slow
+def test_torchrun_trains_and_resumes_a_distributed_run_exactly(tmp_path):
+    options = ["--data", "demo", "--extractor", "hardkuma", "--encoder", "cnn", "--embedding-dim", 16,
+               "--hidden-size", 16, "--batch-size", 50, "--epochs", 2, "--seed", 3]
+    whole, halves = tmp_path / "whole", tmp_path / "halves"
+    result = torchrun("--out", whole, *options)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count("epoch 2/2") == 1  # one process reports
+    result = torchrun("--out", halves, *options, "--time-limit", 1e-6)
+    assert result.returncode == 0 and "time limit" in result.stderr, result.stderr
+    result = torchrun("--out", halves, "--resume", "--time-limit", 0)
+    assert result.returncode == 0 and "resuming after epoch 1" in result.stderr, result.stderr
+    for name in ("model.safetensors", "resume.safetensors"):
+        a, b = (load_file(str(run / name)) for run in (whole, halves))
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), name
+    single = subprocess.run([sys.executable, "-m", "rationale_cli", "train", "--out", str(halves), "--resume",
+                             "--epochs", "3"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert single.returncode == 2
+    assert single.stderr.strip().endswith("trained on 2 process(es); resume it on as many (now 1)")
