@@ -9,7 +9,7 @@
 #      --device cuda and is evaluated, a resumed run is compared with an uninterrupted one,
 #      the Python API trains and predicts on cuda, and `rationale report` runs on two runs.
 # Runs from a checkout without installing (PYTHONPATH=.); needs torch with CUDA, typer,
-# rich, numpy, safetensors (and entmax for sparse-attention); spaCy is not needed.
+# rich, numpy, safetensors, matplotlib (and entmax for sparse-attention); spaCy is not needed.
 #   DATA=../shared/data OUT=/tmp/gpu-check PLAN=plan.txt bash benchmarks/gpu_check.sh
 # Example plan line:
 #   full-a0  --extractor full --aspects 0 --pooled --epochs 15 -- --batch-size 64 --lr 0.001 --device cuda --time-limit 6

@@ -18,12 +18,13 @@ from rationale_cli.config import TrainConfig, resolve
 from rationale_cli.devices import resolve_device
 from rationale_cli.errors import UserError
 from rationale_cli.inference import Output, evaluate as evaluate_records, run as run_model
-from rationale_cli.output import format_prediction, prediction_json
+from rationale_cli.output import prediction_json
 from rationale_cli.records import Record
 from rationale_cli.task import Task
 from rationale_cli.vocab import Vocab
 from models.model import RationaleModel
 from models.selection import Selector
+from models.selectors import all_option_specs
 
 Document = str | Record | dict
 
@@ -80,6 +81,14 @@ class Rationale:
         return line
 
 
+def as_records(documents: Iterable[Document]) -> list[Record]:
+    """Records from a list of documents (:func:`as_record`); one string is refused, as its
+    characters would each be a document."""
+    if isinstance(documents, (str, dict, Record)):
+        raise UserError("expected a list of documents, got one document; put it in a list")
+    return [as_record(doc, i) for i, doc in enumerate(documents)]
+
+
 def as_record(document: Document, index: int) -> Record:
     """A record from a string (tokenized as ``rationale`` tokenizes raw text), a
     :class:`Record`, or a dict with ``text`` or ``tokens`` (and optionally ``id``, ``label``)."""
@@ -93,9 +102,14 @@ def as_record(document: Document, index: int) -> Record:
         raise UserError(f"document {index}: expected a string, a Record or a dict, got {type(document).__name__}")
     name = str(document.get("id", index))
     if "tokens" in document:
-        tokens, text, offsets = list(document["tokens"]), None, None
+        tokens, text, offsets = document["tokens"], None, None
+        if isinstance(tokens, str) or not all(isinstance(t, str) for t in tokens):
+            raise UserError(f"document {name}: 'tokens' must be a list of strings")
+        tokens = list(tokens)
     elif "text" in document:
         text = document["text"]
+        if not isinstance(text, str):
+            raise UserError(f"document {name}: 'text' must be a string, got {type(text).__name__}")
         tokens, offsets = tokenize(text)
     else:
         raise UserError(f"document {name}: a dict needs 'text' or 'tokens'")
@@ -108,14 +122,15 @@ class Model:
     """A trained model with its vocabulary and task, ready to use on documents."""
 
     def __init__(self, model: RationaleModel, vocab: Vocab, task: Task, config: TrainConfig,
-                 metrics: dict | None = None, device: str | torch.device = "cpu"):
+                 metrics: dict | None = None, device: str | torch.device = "cpu", stopped: str | None = None):
         self.model, self.vocab, self.task, self.config, self.metrics = model, vocab, task, config, metrics
+        self.stopped = stopped  # why training stopped before its last epoch (early stop, time limit, divergence)
         self.device = resolve_device(device) if isinstance(device, str) else device
         self.model.to(self.device).eval()
 
     def predict(self, documents: Iterable[Document], *, batch_size: int = 64) -> list[Rationale]:
         """Prediction and rationale of each document, in order."""
-        records = [as_record(doc, i) for i, doc in enumerate(documents)]
+        records = as_records(documents)
         outputs = run_model(self.model, self.vocab, self.task, records, batch_size=batch_size, device=self.device)
         return [Rationale.of(out) for out in outputs]
 
@@ -137,23 +152,15 @@ class Model:
         from rich.console import Console
 
         from rationale_cli.atomic import write_text_atomic
-        from rationale_cli.render import legend, render_html, render_terminal
+        from rationale_cli.render import print_documents, render_html
 
-        records = [as_record(doc, i) for i, doc in enumerate(documents)]
-        results = self.predict(records)
-        console = console or Console()
-        console.print(legend(any(r.rationale is not None for r in records)))
-        items = []
-        for record, result in zip(records, results):
-            shown = format_prediction(result.prediction)
-            console.print(render_terminal(record, result.selected, shown))
-            items.append({"record": record, "selected": result.selected, "scores": result.scores, "prediction": shown,
-                          "gold_label": None})
+        outputs = list(run_model(self.model, self.vocab, self.task, as_records(documents), device=self.device))
+        items = print_documents(console or Console(), outputs)
         if html is not None:
             write_text_atomic(Path(html), render_html(items, title="Rationales"))
-        return results
+        return [Rationale.of(out) for out in outputs]
 
-    def evaluate(self, data: str | Path | Sequence[Document], *, aspect: int | None = None,
+    def evaluate(self, data: str | Path | Sequence[Document], *, format: str = "auto", aspect: int | None = None,
                  batch_size: int = 64) -> dict:
         """The metrics of ``rationale evaluate``: the task metric, the selection rate and token
         precision/recall/F1 against gold rationales. ``data``: what ``rationale evaluate``
@@ -161,12 +168,11 @@ class Model:
         from rationale_cli import datasets
 
         if isinstance(data, (str, Path)):
-            cfg = self.config
-            records = datasets.load(str(data), "test", fmt=cfg.format,
-                                    aspect=aspect if aspect is not None else cfg.aspect,
-                                    text_col=cfg.text_col, label_col=cfg.label_col)
+            records = list(datasets.run_documents(str(data), self.config, fmt=format, aspect=aspect))
         else:
-            records = [as_record(doc, i) for i, doc in enumerate(data)]
+            records = as_records(data)
+        if not records:
+            raise UserError("nothing to evaluate: no documents")
         unlabelled = [r.id for r in records if r.label is None]
         if unlabelled:
             raise UserError(f"document {unlabelled[0]}: no label; evaluate needs a label or score per document")
@@ -198,8 +204,12 @@ def train(data: str | Path, *, out: str | Path | None = None, force: bool = Fals
     if selector is not None and out is not None:
         raise UserError("a run directory is written for a registered extractor only; train your own selector "
                         "without out, or add it to models.selectors.SELECTORS")
+    named = sorted(set(options) & ({"extractor"} | set(all_option_specs())))
+    if selector is not None and named:
+        raise UserError(f"{named[0]}: an option of the named extractors; give your own selector its options "
+                        "when you build it")
     cfg = resolve(config, {**options, "data": str(data)})
     console = Console(stderr=True, markup=False) if progress else None
     trained = train_config(cfg, None if out is None else Path(out), console, force=force, selector=selector)
     return Model(trained.model, trained.vocab, trained.task, trained.config, trained.metrics,
-                 device=next(trained.model.parameters()).device)
+                 device=next(trained.model.parameters()).device, stopped=trained.state.stop)

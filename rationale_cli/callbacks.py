@@ -15,7 +15,7 @@ from rationale_cli.rundir import save_weights, write_json
 
 # training statistics that are shares of the tokens (shown in percent), and the one
 # shown on the epoch line without --verbose
-SHARES = ("selected", "exact_one", "expected_l0", "transitions", "expected_transitions")
+SHARES = ("selected", "exact_one", "expected_l0", "transitions", "expected_transitions", "exact")
 MAIN_STATS = ("selected",)
 
 
@@ -116,3 +116,6 @@ class TimeLimit(Callback):
         if out_of_time(self.minutes, time.perf_counter() - self.started, fit.state.history):
             fit.state.stop = (f"time limit: {self.minutes:g} minutes would be passed by another epoch; "
                               f"stopping after epoch {result.epoch}")
+
+    def on_end(self, fit: Fit) -> None:
+        self.started = None  # a later fit has its own limit

@@ -24,7 +24,6 @@ from models.selectors import SELECTORS
 from rationale_cli.config import TRAIN_SPECS, TrainConfig, resolve, resume_config
 from rationale_cli.atomic import writable_target
 from rationale_cli.errors import UserError
-from rationale_cli.output import format_prediction
 from rationale_cli.flags import extractor_epilog, train_parameters
 from rationale_cli.readers import FORMATS
 
@@ -230,8 +229,7 @@ def predict(
     check_new_output(out, input, force)
     loaded, dev = load_for_inference(run, device)
     cfg = loaded.config
-    records = datasets.stream(input, "test", fmt=format, aspect=aspect if aspect is not None else cfg.aspect,
-                              text_col=text_col or cfg.text_col, label_col=None)
+    records = datasets.run_documents(input, cfg, fmt=format, aspect=aspect, text_col=text_col, labelled=False)
     count = 0
     with text_output(out) as handle, Progress(
         SpinnerColumn(), TextColumn("{task.description}"), TextColumn("{task.completed:,} documents"),
@@ -264,7 +262,7 @@ def explain(
     from rationale_cli.atomic import write_text_atomic
     from rationale_cli.inference import run as run_model
     from rationale_cli.records import Record
-    from rationale_cli.render import legend, render_html, render_terminal
+    from rationale_cli.render import print_documents, render_html
     from rationale_cli.tokenize import tokenize
 
     if text is None and input is None:
@@ -282,22 +280,14 @@ def explain(
             raise UserError("the text to explain is empty")
         records = iter([Record(id="text", tokens=tokens, text=text, offsets=offsets)])
     else:
-        records = datasets.stream(input, "test", fmt=format, aspect=aspect if aspect is not None else cfg.aspect,
-                                  text_col=cfg.text_col, label_col=None)
+        records = datasets.run_documents(input, cfg, fmt=format, aspect=aspect, labelled=False)
         if limit > 0:
             records = islice(records, limit + 1)
     results = list(run_model(loaded.model, loaded.vocab, loaded.task, records, device=dev))
     more = text is None and limit > 0 and len(results) > limit
     results = results[:limit] if more else results
     console = stderr() if str(html) == "-" else stdout()  # standard output holds the page then
-    console.print(legend(any(r.record.rationale is not None for r in results)))
-    items = []
-    for result in results:
-        shown = format_prediction(result.prediction)
-        gold = None if result.record.label is None else format_prediction(result.record.label)
-        console.print(render_terminal(result.record, result.selected, shown, gold_label=gold))
-        items.append({"record": result.record, "selected": result.selected, "scores": result.scores,
-                      "prediction": shown, "gold_label": gold})
+    items = print_documents(console, results)
     if more:
         stderr().print(f"the first {limit} documents of {input} shown; it has more (--limit N, or --limit 0 for all)",
                        highlight=False)
@@ -327,8 +317,7 @@ def evaluate(
         writable_target(json_out)
     loaded, dev = load_for_inference(run, device)
     cfg = loaded.config
-    records = datasets.load(data, "test", fmt=format, aspect=aspect if aspect is not None else cfg.aspect,
-                            text_col=cfg.text_col, label_col=cfg.label_col)
+    records = list(datasets.run_documents(data, cfg, fmt=format, aspect=aspect))
     unlabelled = sum(r.label is None for r in records)
     if unlabelled:
         raise UserError(f"{data}: {unlabelled} document(s) have no label; evaluate needs a label or score per document")
@@ -413,8 +402,7 @@ def report(
     for run, name, slug in zip(runs, names, reports.slugs(names)):
         loaded, dev = load_for_inference(run, device)
         summaries.append(reports.summarize(loaded, name, slug, data=data, fmt=format, aspect=aspect,
-                                           examples=examples, batch_size=batch_size, device=dev,
-                                           show_prediction=format_prediction))
+                                           examples=examples, batch_size=batch_size, device=dev))
     found = reports.plots(summaries)
     write_text_atomic(out, reports.page(summaries, found))
     if png is not None:

@@ -37,6 +37,14 @@ def stream(path: str, split: str = "test", *, fmt: str = "auto", aspect: int | N
     return iter_records(path, fmt, aspect=aspect, split=ERASER_SPLITS[split], text_col=text_col, label_col=label_col)
 
 
+def run_documents(path: str, config, *, fmt: str = "auto", aspect: int | None = None,
+                  text_col: str | None = None, labelled: bool = True) -> Iterator[Record]:
+    """The test documents of ``path`` read for a trained run: with its ``config``'s aspect
+    and columns unless given; without labels unless ``labelled``."""
+    return stream(path, "test", fmt=fmt, aspect=config.aspect if aspect is None else aspect,
+                  text_col=text_col or config.text_col, label_col=config.label_col if labelled else None)
+
+
 def has_own_validation(path: str, fmt: str) -> bool:
     """The demo corpus and ERASER folders come with a validation split."""
     if is_demo(path):

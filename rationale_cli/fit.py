@@ -160,12 +160,15 @@ def fit(
     ``epochs`` epochs in all (``state``, a resumed run's, counts the ones done). The
     optimizer defaults to Adam with ``lr`` and ``weight_decay``; ``rng`` (or its seed)
     orders the batches. The defaults are those of ``rationale train``. With
-    ``restore_best`` the model ends with the weights of its best validation epoch.
+    ``restore_best`` the model ends with the weights of its best validation epoch (else
+    with its last; ``state.best`` says which was best).
     Returns the final state; :class:`Diverged` when a value turns non-finite before any
     epoch finished (later, training stops and keeps the best epoch so far). Called by
     every process of a distributed run (a torch.distributed process group, see
     :mod:`rationale_cli.distributed`), it trains one model with DDP, ``batch_size``
     documents per process; give the callbacks to rank 0 alone."""
+    if not train or not valid:
+        raise ValueError(f"fit needs training and validation documents (got {len(train)} and {len(valid)})")
     params = [p for p in model.parameters() if p.requires_grad]
     if optimizer is None:
         optimizer = torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)

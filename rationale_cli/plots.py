@@ -93,6 +93,10 @@ def _draw_panel(ax, panel: Panel, marked: float) -> None:
     ax.set_title(plain(panel.title))
     ax.set_xlabel("epoch")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    last = max((max(series.x) for series in panel.series if len(series.x)), default=1)
+    if last <= 1:  # one epoch: a tick at 1, not fractions of an epoch
+        ax.set_xlim(0.5, 1.5)
+        ax.set_xticks([1])
     if panel.percent:  # from 0, so that a change of a tenth of a percent does not fill the panel
         ax.update_datalim([(marked, 0.0)])
         ax.autoscale_view()

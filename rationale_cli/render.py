@@ -27,6 +27,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from rich.console import Group, RenderableType
 from rich.text import Text
 
+from .output import format_prediction
 from .records import Record
 
 __all__ = [
@@ -220,6 +221,26 @@ def render_terminal(
         title.append(" · gold: ")
         title.append(_clean(str(gold_label)), style="bold")
     return Group(title, document_text(record, selected, markers=markers))
+
+
+def document_item(output) -> dict[str, Any]:
+    """What the renderers show of one model output (an ``inference.Output``): the
+    record, its rationale and scores, the prediction and gold label as people read them."""
+    label = output.record.label
+    return {"record": output.record, "selected": output.selected, "scores": output.scores,
+            "prediction": format_prediction(output.prediction),
+            "gold_label": None if label is None else format_prediction(label)}
+
+
+def print_documents(console, outputs) -> list[dict[str, Any]]:
+    """Print the legend, then each output's document highlighted; returns their items
+    (:func:`document_item`) for :func:`render_html`."""
+    items = [document_item(output) for output in outputs]
+    console.print(legend(any(item["record"].rationale is not None for item in items)))
+    for item in items:
+        console.print(render_terminal(item["record"], item["selected"], item["prediction"],
+                                      gold_label=item["gold_label"]))
+    return items
 
 
 def legend(has_gold: bool, *, markers: bool = True) -> Text:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, NamedTuple, Sequence
+from typing import NamedTuple, Sequence
 
 import torch
 from matplotlib.figure import Figure
@@ -24,8 +24,9 @@ from rationale_cli.errors import UserError
 from rationale_cli.inference import Output, run as run_model
 from rationale_cli.metrics import RationaleScores
 from rationale_cli.plots import Curve, Panel, Series, precision_size_figure, save_png, svg, training_figure
-from rationale_cli.render import escape, html_document, html_legend, html_page, html_summary
+from rationale_cli.render import document_item, escape, html_document, html_legend, html_page, html_summary
 from rationale_cli.rundir import Run, read_json
+from rationale_cli.training import training_data
 
 SHARES = tuple(i / 100 for i in range(1, 61))
 SIZE_PLOT = "precision-size"
@@ -163,27 +164,25 @@ def read_metrics(path: Path) -> dict:
 
 
 def summarize(run: Run, label: str, slug: str, *, data: str | None = None, fmt: str | None = None,
-              aspect: int | None = None, examples: int = 3, batch_size: int = 64, device="cpu",
-              show_prediction: Callable[[object], str] = str) -> RunSummary:
-    """Read ``run``'s metrics and run its model over the test split of ``data`` (by default
-    the data it was trained on; ``fmt`` and ``aspect`` by default the run's for its own data)."""
+              aspect: int | None = None, examples: int = 3, batch_size: int = 64, device="cpu") -> RunSummary:
+    """Read ``run``'s metrics and run its model over the test split of ``data``; by default
+    the run's own held-out documents: the test split of its data where that has one
+    (demo, ERASER), else its validation documents (``fmt`` and ``aspect`` by default the
+    run's for its own data)."""
     cfg = run.config
-    source = data if data is not None else cfg.data
-    fmt = fmt or (cfg.format if data is None else "auto")
-    records = datasets.load(source, "test", fmt=fmt, aspect=aspect if aspect is not None else cfg.aspect,
-                            text_col=cfg.text_col, label_col=cfg.label_col)
+    try:
+        if data is None and not datasets.has_own_validation(cfg.data, cfg.format):  # nor a test split
+            source, records = f"{cfg.valid or cfg.data} (validation documents)", training_data(cfg)[1]
+        else:
+            source, fmt = (cfg.data, fmt or cfg.format) if data is None else (data, fmt or "auto")
+            records = list(datasets.run_documents(source, cfg, fmt=fmt, aspect=aspect))
+    except UserError as err:
+        raise UserError(f"{run.path}: reading its documents: {err} (give --data)") from None
     outputs = list(run_model(run.model, run.vocab, run.task, records, batch_size=batch_size, device=device))
     summary = RunSummary(label, slug, run.path, cfg.to_dict(), read_metrics(run.path), source,
-                         examples=[_example(out, show_prediction) for out in outputs[:examples]])
+                         examples=[document_item(out) for out in outputs[:examples]])
     _measure(summary, [out for out in outputs if out.record.rationale is not None])
     return summary
-
-
-def _example(out: Output, show_prediction: Callable[[object], str]) -> dict:
-    label = out.record.label
-    return {"record": out.record, "selected": out.selected, "scores": out.scores,
-            "prediction": show_prediction(out.prediction),
-            "gold_label": None if label is None else show_prediction(label)}
 
 
 def _measure(summary: RunSummary, outputs: list[Output]) -> None:

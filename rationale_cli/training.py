@@ -163,7 +163,8 @@ def train_run(
             console.print(f"resuming after epoch {state.epoch} (best so far: epoch {state.best['epoch']})",
                           highlight=False)
         processes = f", {world_size()} processes" if world_size() > 1 else ""
-        console.print(f"training {config.extractor} extractor, {config.encoder} encoder, {task.name}: "
+        extractor = config.extractor if selector is None else getattr(selector, "__name__", type(selector).__name__)
+        console.print(f"training {extractor} extractor, {config.encoder} encoder, {task.name}: "
                       f"{len(train):,} train / {len(valid):,} valid documents, vocabulary {len(vocab):,}, "
                       f"{sum(p.numel() for p in params):,} trainable parameters, device {device}{processes}",
                       highlight=False)

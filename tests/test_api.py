@@ -115,7 +115,7 @@ def test_the_epoch_line_shows_shares_in_percent_and_the_rest_with_verbose():
     assert "train expected_l0 20.0%" in verbose and "train lambda_l0 0.00123" in verbose
 
 
-def test_api_predicts_strings_records_and_dicts_and_makes_a_frame():
+def test_api_predicts_strings_records_and_dicts_and_makes_a_frame(capsys):
     model = rationale.train("demo", **SMALL)
     assert model.metrics["best_epoch"] in (1, 2) and len(model.metrics["history"]) == 2
     text = "Pours a hazy golden color. Smells of citrus."
@@ -133,6 +133,10 @@ def test_api_predicts_strings_records_and_dicts_and_makes_a_frame():
     metrics = model.evaluate("demo")
     assert 0 <= metrics["precision"] <= 1 and metrics["documents"] == len(datasets.load("demo", "test"))
     assert model.evaluate([record])["documents"] == 1
+    explained = model.explain([record], html=None)
+    shown = capsys.readouterr().out
+    assert explained[0].to_dict() == model.predict([record])[0].to_dict()
+    assert f"gold: {record.label:.3f}" in shown  # as `rationale explain` shows it
 
 
 def test_api_refuses_bad_input_with_one_line():
@@ -149,6 +153,16 @@ def test_api_refuses_bad_input_with_one_line():
         model.predict([{"id": "x"}])
     with pytest.raises(UserError, match="no label"):
         model.evaluate(["no label here"])
+    with pytest.raises(UserError, match="got one document; put it in a list"):
+        model.predict("one string")
+    with pytest.raises(UserError, match="'tokens' must be a list of strings"):
+        model.predict([{"tokens": "dark brown"}])
+    with pytest.raises(UserError, match="'text' must be a string, got float"):
+        model.predict([{"text": float("nan")}])
+    with pytest.raises(UserError, match="no documents"):
+        model.evaluate([])
+    with pytest.raises(UserError, match="budget: an option of the named extractors"):
+        rationale.train("demo", selector=AttentionSelector, budget=0.05)
 
 
 def test_a_model_takes_a_selector_instance_or_subclass():

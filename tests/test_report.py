@@ -153,3 +153,21 @@ def test_a_bad_run_directory_is_one_line(tmp_path, make, expected):
     assert result.exit_code == 2, result.output
     assert expected in result.output and len(result.output.strip().splitlines()) == 1
     assert not out.exists()
+
+
+def test_a_run_on_one_file_is_measured_on_its_validation_documents(tmp_path, one_thread):
+    import json
+
+    data = tmp_path / "reviews.jsonl"
+    data.write_text("".join(json.dumps({"text": f"{w} beer {i}", "label": s, "rationale": [[0, 1]]}) + "\n"
+                            for i in range(20) for w, s in (("good", 0.9), ("bad", 0.1))))
+    run = tmp_path / "run"
+    assert invoke("train", "--data", data, "--out", run, "--epochs", 1, "--encoder", "cnn", *SMALL).exit_code == 0
+    result = invoke("report", run, "--out", tmp_path / "r.html")
+    assert result.exit_code == 0, result.output
+    page = (tmp_path / "r.html").read_text()
+    assert "reviews.jsonl (validation documents)" in page
+    moved = tmp_path / "elsewhere"
+    data.rename(moved)
+    result = invoke("report", run, "--out", tmp_path / "r2.html")
+    assert result.exit_code == 2 and f"{run}: reading its documents" in result.output and "--data" in result.output
