@@ -7,7 +7,8 @@
 #      of benchmarks/beer.py; give `--time-limit MINUTES` after `--` to bound each);
 #   3. meanwhile, the CUDA path: every extractor trains one epoch on the demo corpus with
 #      --device cuda and is evaluated, a resumed run is compared with an uninterrupted one,
-#      the Python API trains and predicts on cuda, and `rationale report` runs on two runs.
+#      torchrun trains through DDP over NCCL (one process), the Python API trains and
+#      predicts on cuda, and `rationale report` runs on two runs.
 # Runs from a checkout without installing (PYTHONPATH=.); needs torch with CUDA, typer,
 # rich, numpy, safetensors, matplotlib (and entmax for sparse-attention); spaCy is not needed.
 #   DATA=../shared/data OUT=/tmp/gpu-check PLAN=plan.txt bash benchmarks/gpu_check.sh
@@ -41,6 +42,7 @@ for extractor in full attention hardkuma bernoulli simple topk corr-topk sparse-
       >> "$out/logs/demo-$extractor.log" 2>&1 && echo "demo $extractor on cuda: ok" || echo "demo $extractor on cuda: FAILED"
 done
 python benchmarks/resume_check.py --device cuda || echo "resume check on cuda: FAILED"
+python benchmarks/ddp_check.py --device cuda || echo "torchrun (NCCL) on cuda: FAILED"
 python - <<'PY' || echo "python API on cuda: FAILED"
 import rationale_cli as rationale
 model = rationale.train("demo", device="cuda", epochs=2, embedding_dim=16, hidden_size=16, batch_size=50)

@@ -5,7 +5,7 @@ process group (gloo on the CPU, NCCL on GPUs, one GPU per process). Every proces
 reads the same batches in the same order (the same seed) and trains on its own share
 of each (``batch_size`` documents: the effective batch is ``batch_size x processes``);
 DDP averages the gradients. Rank 0 validates and tells the others the result, writes
-the run directory and prints. With one process nothing here does anything.
+the run directory and prints. Without torchrun nothing here does anything.
 """
 
 from __future__ import annotations
@@ -19,22 +19,23 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from models.ranks import world_size
+from models.ranks import distributed, world_size
 
 
 def rank() -> int:
-    return dist.get_rank() if world_size() > 1 else 0
+    return dist.get_rank() if distributed() else 0
 
 
 def launched() -> bool:
-    """Whether torchrun started this process as one of several."""
-    return int(os.environ.get("WORLD_SIZE", "1")) > 1
+    """Whether torchrun started this process (it sets ``RANK`` and ``WORLD_SIZE``)."""
+    return "RANK" in os.environ and "WORLD_SIZE" in os.environ
 
 
 @contextmanager
 def process_group(device: str) -> Iterator[None]:
-    """Join the run's process group for the block when torchrun launched several
-    processes (``device`` decides the backend); otherwise do nothing."""
+    """Join the run's process group for the block when torchrun launched this process
+    (``device`` decides the backend); otherwise do nothing. With one process, training
+    then goes through DDP and its collectives, to the same result."""
     if not launched() or dist.is_initialized():
         yield
         return
@@ -50,7 +51,7 @@ def process_group(device: str) -> Iterator[None]:
 
 def local_device(device: torch.device) -> torch.device:
     """This process's GPU in a distributed run on GPUs (``LOCAL_RANK``), else ``device``."""
-    if device.type == "cuda" and world_size() > 1:
+    if device.type == "cuda" and distributed():
         return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
     return device
 
@@ -59,7 +60,7 @@ def wrap(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
     """``model`` in DistributedDataParallel when there are several processes. Buffers (the
     Lagrange multipliers, moving baselines) are not copied from rank 0 at each forward:
     every process updates them identically (:mod:`models.ranks`)."""
-    if world_size() == 1:
+    if not distributed():
         return model
     names = inspect.signature(DistributedDataParallel.__init__).parameters
     buffers = {"forward_sync_buffers": False} if "forward_sync_buffers" in names else {"broadcast_buffers": False}
@@ -68,7 +69,7 @@ def wrap(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
 
 def from_rank_zero(value: Any) -> Any:
     """Rank 0's ``value`` on every process (a picklable object)."""
-    if world_size() == 1:
+    if not distributed():
         return value
     box = [value]
     dist.broadcast_object_list(box, src=0)
@@ -86,7 +87,7 @@ def gather_random_states(device: torch.device) -> list[dict[str, torch.Tensor]]:
     state = {"torch": torch.get_rng_state()}
     if device.type == "cuda":
         state["cuda"] = torch.cuda.get_rng_state(device).cpu()
-    if world_size() == 1:
+    if not distributed():
         return [state]
     states: list = [None] * world_size()
     dist.all_gather_object(states, state)

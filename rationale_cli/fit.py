@@ -27,7 +27,7 @@ from rationale_cli.inference import evaluate
 from rationale_cli.records import Record
 from rationale_cli.task import Task
 from rationale_cli.vocab import Vocab
-from models.ranks import all_ranks, world_size
+from models.ranks import all_ranks, distributed, world_size
 from models.selection import Selection
 
 
@@ -205,7 +205,7 @@ def fit(
             state.train_seconds = seconds_before + time.perf_counter() - started
             if patience > 0 and state.stale >= patience:
                 state.stop = f"early stop: no improvement in validation loss for {state.stale} epochs"
-            if processes > 1:
+            if distributed():
                 run.random_states = gather_random_states(device)
             for callback in run.callbacks:
                 callback.on_epoch_end(run, result)
@@ -273,7 +273,7 @@ def summed_over_ranks(total: float, count: int, sums: dict[str, torch.Tensor],
                       device: torch.device) -> tuple[float, int, dict[str, float]]:
     """The epoch's loss and statistic sums over every process (one transfer)."""
     values = torch.tensor([total, count, *(float(v) for v in sums.values())], dtype=torch.float64)
-    if world_size() > 1:
+    if distributed():
         values = values.to(device)
         dist.all_reduce(values)
         values = values.cpu()

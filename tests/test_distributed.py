@@ -104,8 +104,8 @@ def test_processes_stay_in_step_and_only_rank_zero_writes(tmp_path):
     assert [h["epoch"] for h in metrics["history"]] == [1, 2]
 
 
-def torchrun(*args: str) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+def torchrun(*args: str, processes: int = 2) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(processes),
                "-m", "rationale_cli", "train", *map(str, args)]
     return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "OMP_NUM_THREADS": "1"})
@@ -130,3 +130,17 @@ def test_torchrun_trains_and_resumes_a_distributed_run_exactly(tmp_path):
                              "--epochs", "3"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert single.returncode == 2
     assert single.stderr.strip().endswith("trained on 2 process(es); resume it on as many (now 1)")
+
+
+@pytest.mark.slow
+def test_one_process_under_torchrun_goes_through_ddp_to_the_single_process_result(tmp_path):
+    options = ["--data", "demo", "--extractor", "bernoulli", "--encoder", "cnn", "--embedding-dim", 16,
+               "--hidden-size", 16, "--batch-size", 50, "--epochs", 2, "--lagrangian", "--budget", 0.2]
+    result = torchrun("--out", tmp_path / "ddp", *options, processes=1)
+    assert result.returncode == 0, result.stderr
+    plain = subprocess.run([sys.executable, "-m", "rationale_cli", "train", "--out", str(tmp_path / "plain"),
+                            *map(str, options)], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                           env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert plain.returncode == 0, plain.stderr
+    for name in ("config.json", "model.safetensors"):
+        assert (tmp_path / "ddp" / name).read_bytes() == (tmp_path / "plain" / name).read_bytes(), name
