@@ -57,6 +57,11 @@ class Rationale:
             return [self.text[start:end] for start, end in self.char_spans]
         return [" ".join(self.tokens[start:end]) for start, end in self.spans]
 
+    @property
+    def rationale_text(self) -> str:
+        """The pieces joined with " … " (the ``rationale_text`` column of tables)."""
+        return " … ".join(self.pieces)
+
     @classmethod
     def of(cls, output: Output) -> "Rationale":
         line = prediction_json(output)
@@ -141,7 +146,7 @@ class Model:
 
         rows = []
         for result in self.predict(documents, batch_size=batch_size):
-            row = {**result.to_dict(), "text": result.text, "rationale_text": " … ".join(result.pieces)}
+            row = {**result.to_dict(), "text": result.text, "rationale_text": result.rationale_text}
             rows.append(row)
         return pd.DataFrame(rows)
 

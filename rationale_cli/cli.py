@@ -1,4 +1,4 @@
-"""The ``rationale`` command: train, predict, explain, evaluate, report, demo.
+"""The ``rationale`` command: train, predict, merge, explain, evaluate, report, demo.
 
 Thin by design: commands parse options, call library functions and print with
 rich. Progress and logs go to stderr, data to stdout or files. A user error
@@ -7,6 +7,7 @@ prints one line and exits with status 2.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import shutil
@@ -25,6 +26,7 @@ from rationale_cli.config import TRAIN_SPECS, TrainConfig, resolve, resume_confi
 from rationale_cli.atomic import writable_target
 from rationale_cli.errors import UserError
 from rationale_cli.flags import extractor_epilog, train_parameters
+from rationale_cli.annotate import UNKNOWN_WARNING, WINDOW
 from rationale_cli.readers import FORMATS
 
 
@@ -205,41 +207,145 @@ def load_for_inference(run: Path, device: str):
 def predict(
     run: Path = typer.Argument(..., help="Run directory from `rationale train`."),
     input: str = typer.Argument(..., help="Documents: text (one per line), JSONL, CSV/TSV, beer or ERASER."),
-    out: Path = typer.Option(..., "--out", "-o", help="Output JSONL file ('-': standard output)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Output file: .jsonl, .csv or .parquet ('-': JSONL on "
+                             "standard output)."),
     format: str = typer.Option("auto", help=f"Input format: {FORMAT_HELP}."),
     aspect: Optional[int] = typer.Option(None, help="Beer aspect (default: the run's)."),
     text_col: Optional[str] = typer.Option(None, help="CSV/TSV text column (default: the run's)."),
+    id_field: str = typer.Option("id", "--id-field", "--id-col", help="JSONL field or CSV/TSV column holding "
+                                 "each document's id (missing: its line or row number)."),
+    output_format: str = typer.Option("auto", help="jsonl, csv or parquet (auto: from --out's extension)."),
     batch_size: int = typer.Option(64, help="Documents per batch (at least 1)."),
+    window: int = typer.Option(WINDOW, help="Documents read, sorted by length and written at a time (at "
+                               "least 1); a rerun continues after the last whole window."),
+    shard: str = typer.Option("0/1", help="I/N: annotate windows I, I+N, I+2N, ... of the input, for N "
+                              "processes or machines (see `rationale merge`)."),
+    threads: int = typer.Option(0, help="CPU threads for torch (0: torch's default)."),
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
-    force: bool = typer.Option(False, "--force", metavar="", help="Replace an existing output file."),
+    force: bool = typer.Option(False, "--force", metavar="", help="Replace an existing output (or an "
+                               "interrupted run's) instead of refusing or continuing it."),
+    engine: str = typer.Option("local", help="local, or dask: partitions on a Dask cluster (Parquet out; "
+                               "needs the scale extra)."),
+    scheduler: Optional[str] = typer.Option(None, help="Dask scheduler address for --engine dask "
+                                            "(default: a local cluster)."),
 ):
-    """Write one JSON line per document: prediction, rationale spans, selected tokens, token scores.
+    """Write one record per document: prediction, rationale spans, selected tokens, token scores.
 
-    INPUT '-' reads standard input, --out - writes standard output: rationale predict RUN - --out - | jq
+    Interrupted (Ctrl-C, SIGTERM, a lost machine), the same command continues where it
+    stopped. INPUT '-' reads standard input, --out - writes standard output:
+    rationale predict RUN - --out - | jq
     """
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    import torch
 
     from rationale_cli import datasets
-    from rationale_cli.atomic import text_output
-    from rationale_cli.inference import run as run_model
-    from rationale_cli.output import check_new_output, prediction_json, to_json_line
+    from rationale_cli.annotate import Job, Shard, annotate, count_documents
+    from rationale_cli.output import check_output
+    from rationale_cli.writers import output_format as choose_format
 
     check_at_least("--batch-size", batch_size, 1)
+    check_at_least("--window", window, 1)
+    check_at_least("--threads", threads, 0)
+    parts = Shard.parse(shard)
+    fmt_out = choose_format(out, output_format)
+    if str(out) == "-" and fmt_out == "parquet":
+        raise UserError("--out -: standard output takes jsonl or csv, not parquet")
+    if engine not in ("local", "dask"):
+        raise UserError(f"--engine {engine}: expected local or dask")
+    if threads:
+        torch.set_num_threads(threads)
     input = datasets.from_stdin() if input == "-" else input
-    check_new_output(out, input, force)
+    check_output(out, input)
+    if engine == "dask":
+        from rationale_cli import dask_engine
+
+        count = dask_engine.annotate(input, str(run), out, scheduler=scheduler, text_col=text_col or "text",
+                                     id_col=None if id_field == "id" else id_field, batch_size=batch_size,
+                                     device="cpu" if device == "auto" else device)
+        stderr().print(f"wrote {count:,} predictions to {out}", highlight=False)
+        return
     loaded, dev = load_for_inference(run, device)
-    cfg = loaded.config
-    records = datasets.run_documents(input, cfg, fmt=format, aspect=aspect, text_col=text_col, labelled=False)
-    count = 0
-    with text_output(out) as handle, Progress(
-        SpinnerColumn(), TextColumn("{task.description}"), TextColumn("{task.completed:,} documents"),
-        TimeElapsedColumn(), console=stderr(), transient=True,
-    ) as bar:
-        job = bar.add_task("predicting", total=None)
-        for result in run_model(loaded.model, loaded.vocab, loaded.task, records, batch_size=batch_size, device=dev):
-            handle.write(to_json_line(prediction_json(result)))
-            count += 1
-            bar.update(job, advance=1)
+    reader = dict(fmt=format, aspect=aspect, text_col=text_col, id_field=id_field)
+    job = Job(input, out, fmt_out, reader, batch_size, window, parts)
+    records = datasets.run_documents(input, loaded.config, labelled=False, **reader)
+    total = count_documents(input) if parts.count == 1 else None  # a shard's share is not known in advance
+    if total and (format in ("csv", "tsv") or (format == "auto" and Path(input).suffix.lower() in (".csv", ".tsv"))):
+        total -= 1  # the header
+    with progress_reporter(stderr(), total) as advance:
+        tally, stopped = annotate(job, loaded, records, dev, force=force, progress=advance)
+    rate = tally.documents / tally.seconds if tally.seconds else 0.0
+    where = "standard output" if str(out) == "-" else str(out)
+    stderr().print(f"wrote {tally.documents:,} predictions to {where}: {tally.tokens:,} tokens, "
+                   f"{100 * tally.unknown_share:.1f}% unknown to the model's vocabulary, {rate:,.0f} documents/s",
+                   highlight=False)
+    if tally.unknown_share > UNKNOWN_WARNING:
+        stderr().print(Text(f"warning: {100 * tally.unknown_share:.0f}% of the tokens are unknown to the model's "
+                            "vocabulary, so its predictions say little about these documents (was it trained on "
+                            "text like them?)", style="yellow"))
+    if stopped is not None:
+        stderr().print(f"stopped by {signal_name(stopped)} after {tally.documents:,} more documents; run the same "
+                       "command again to continue", highlight=False)
+        raise typer.Exit(128 + stopped)
+
+
+def signal_name(number: int) -> str:
+    import signal
+
+    return signal.Signals(number).name
+
+
+@contextlib.contextmanager
+def progress_reporter(console: Console, total: int | None, every: float = 10.0):
+    """``advance(n)`` for the documents done: a bar with percentage and ETA on a terminal
+    (a spinner without ``total``), else a plain line every ``every`` seconds."""
+    import time
+
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    if not console.is_terminal:
+        state = {"done": 0, "last": time.monotonic(), "start": time.monotonic()}
+
+        def advance(n: int) -> None:
+            state["done"] += n
+            now = time.monotonic()
+            if now - state["last"] >= every:
+                state["last"] = now
+                rate = state["done"] / (now - state["start"])
+                share = f" of {total:,} ({100 * state['done'] / total:.0f}%)" if total else ""
+                eta = f", {max(total - state['done'], 0) / rate:,.0f}s left" if total and rate else ""
+                console.print(f"predicting: {state['done']:,}{share} documents, {rate:,.0f}/s{eta}",
+                              highlight=False)
+
+        yield advance
+        return
+    columns = [SpinnerColumn(), TextColumn("{task.description}"), TextColumn("{task.completed:,} documents"),
+               TimeElapsedColumn()]
+    if total:
+        columns = [TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+                   TextColumn("{task.completed:,}/{task.total:,}"), TimeRemainingColumn()]
+    with Progress(*columns, console=console, transient=True) as bar:
+        job = bar.add_task("predicting", total=total)
+        yield lambda n: bar.update(job, advance=n)
+
+
+@app.command(cls=Command)
+@friendly
+def merge(
+    parts: list[Path] = typer.Argument(..., help="The outputs of `predict --shard 0/N` ... `--shard N-1/N`, "
+                                       "in that order (JSONL or CSV)."),
+    out: Path = typer.Option(..., "--out", "-o", help="The merged output, in input order."),
+    window: int = typer.Option(WINDOW, help="The --window the shards were annotated with."),
+):
+    """Merge the outputs of a sharded `predict` back into input order."""
+    from rationale_cli.annotate import merge as merge_parts
+
+    check_at_least("--window", window, 1)
+    for part in parts:
+        if not part.is_file():
+            raise UserError(f"{part}: no such file")
+    if len({part.suffix.lower() for part in parts}) > 1:
+        raise UserError("the parts have different formats; merge JSONL parts or CSV parts")
+    writable_target(out)
+    count = merge_parts(parts, out, window)
     stderr().print(f"wrote {count:,} predictions to {out}", highlight=False)
 
 

@@ -30,19 +30,21 @@ def load(path: str, split: str, *, fmt: str = "auto", aspect: int | None = None,
 
 
 def stream(path: str, split: str = "test", *, fmt: str = "auto", aspect: int | None = None,
-           text_col: str = "text", label_col: str | None = "label") -> Iterator[Record]:
+           text_col: str = "text", label_col: str | None = "label", id_field: str = "id") -> Iterator[Record]:
     """The same documents one at a time (constant memory for files)."""
     if is_demo(path):
         return iter(demo_records(split, aspect=aspect or 0))
-    return iter_records(path, fmt, aspect=aspect, split=ERASER_SPLITS[split], text_col=text_col, label_col=label_col)
+    return iter_records(path, fmt, aspect=aspect, split=ERASER_SPLITS[split], text_col=text_col, label_col=label_col,
+                        id_field=id_field)
 
 
 def run_documents(path: str, config, *, fmt: str = "auto", aspect: int | None = None,
-                  text_col: str | None = None, labelled: bool = True) -> Iterator[Record]:
+                  text_col: str | None = None, labelled: bool = True, id_field: str = "id") -> Iterator[Record]:
     """The test documents of ``path`` read for a trained run: with its ``config``'s aspect
     and columns unless given; without labels unless ``labelled``."""
     return stream(path, "test", fmt=fmt, aspect=config.aspect if aspect is None else aspect,
-                  text_col=text_col or config.text_col, label_col=config.label_col if labelled else None)
+                  text_col=text_col or config.text_col, label_col=config.label_col if labelled else None,
+                  id_field=id_field)
 
 
 def has_own_validation(path: str, fmt: str) -> bool:

@@ -45,7 +45,9 @@ def run(
     batch_size: int = 64,
     device: str | torch.device = "cpu",
 ) -> Iterator[Output]:
-    """Decoded rationale and prediction per document, in input order, streaming."""
+    """Decoded rationale and prediction per document, in input order, streaming (without
+    gradients; not under ``torch.inference_mode``, since some extractors' test-time
+    marginals are gradients of their log-partition)."""
     was_training = model.training
     model.eval()
     try:
@@ -54,14 +56,14 @@ def run(
             batch = make_batch(chunk, vocab, task if labelled else None, device)
             z, scores, outputs = model.decode(batch.ids, batch.mask)
             losses = task.loss(outputs, batch.targets).tolist() if labelled else [None] * len(chunk)
-            z, scores = z.cpu(), scores.cpu()
+            selected, scores, outputs = (z != 0).int().tolist(), scores.cpu().tolist(), outputs.cpu()
             for row, record in enumerate(chunk):
                 n = len(record.tokens)
-                prediction, extra = task.describe(outputs[row].cpu())
+                prediction, extra = task.describe(outputs[row])
                 yield Output(
                     record=record,
-                    selected=[int(v != 0) for v in z[row, :n].tolist()],
-                    scores=[round(float(v), 4) for v in scores[row, :n].tolist()],
+                    selected=selected[row][:n],
+                    scores=[round(v, 4) for v in scores[row][:n]],
                     prediction=prediction,
                     extra=extra,
                     loss=losses[row],

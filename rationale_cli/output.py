@@ -37,18 +37,14 @@ def to_json_line(data: dict) -> str:
     return json.dumps(finite(data), ensure_ascii=False, allow_nan=False) + "\n"
 
 
-def check_new_output(out: Path, source: str | Path, force: bool) -> None:
-    """Refuse to write over the input, and over another existing file without ``force``
-    (standard output, devices and pipes are written to as they are)."""
+def check_output(out: Path, source: str | Path) -> None:
+    """Refuse an output that cannot be written or is the input itself (standard output,
+    devices and pipes are written to as they are)."""
     if str(out) == "-":
         return
     writable_target(out)
-    if not out.is_file():
-        return
-    if Path(source).is_file() and os.path.samefile(out, source):
+    if out.is_file() and Path(source).is_file() and os.path.samefile(out, source):
         raise UserError(f"{out}: is the input; choose another --out")
-    if not force:
-        raise UserError(f"{out}: already exists; choose another --out or pass --force to replace it")
 
 
 def prediction_json(result: Output) -> dict:

@@ -110,11 +110,13 @@ FORMATS: dict[str, Format] = {
     "eraser": Format("an ERASER folder (train/val/test.jsonl + docs/) or one of its split files",
                      lambda path, split, **_: iter_eraser(path, split)),
     "jsonl": Format("one object a line: text or tokens, label or score, optional rationale token spans",
-                    lambda path, **_: iter_jsonl(path)),
+                    lambda path, id_field="id", **_: iter_jsonl(path, id_field)),
     "csv": Format("a comma-separated table with --text-col and --label-col",
-                  lambda path, text_col, label_col, **_: iter_table(path, ",", text_col, label_col)),
+                  lambda path, text_col, label_col, id_field="id", **_: iter_table(path, ",", text_col, label_col,
+                                                                                   id_col=id_field)),
     "tsv": Format("a tab-separated table with --text-col and --label-col",
-                  lambda path, text_col, label_col, **_: iter_table(path, "\t", text_col, label_col)),
+                  lambda path, text_col, label_col, id_field="id", **_: iter_table(path, "\t", text_col, label_col,
+                                                                                    id_col=id_field)),
     "text": Format("one document a line, no labels (for predict and explain)", lambda path, **_: iter_text(path)),
 }
 
@@ -127,19 +129,22 @@ def iter_records(
     split: str | None = None,
     text_col: str = "text",
     label_col: str | None = "label",
+    id_field: str = "id",
 ) -> Iterator[Record]:
     """Stream the documents of ``path``.
 
     ``aspect`` (0-4) picks the beer score (default: N of ``reviews.aspectN``;
     required for beer annotations). ``split`` picks the ERASER file of a dataset
     directory (default ``train``). ``text_col``/``label_col`` name CSV/TSV
-    columns (``label_col=None``: no labels). The format is checked and detected
+    columns (``label_col=None``: no labels); ``id_field`` the JSONL field or CSV/TSV
+    column holding document ids. The format is checked and detected
     at once; reading errors surface while iterating, and a source without any
     document raises ``UserError("PATH: no documents found")`` at its end.
     """
     if fmt not in FORMATS:
         raise UserError(f"unknown format {fmt!r}: expected one of {', '.join(FORMATS)}")
-    stream = FORMATS[fmt].open(path, aspect=aspect, split=split, text_col=text_col, label_col=label_col)
+    stream = FORMATS[fmt].open(path, aspect=aspect, split=split, text_col=text_col, label_col=label_col,
+                               id_field=id_field)
     return _nonempty(stream, path)
 
 

@@ -23,7 +23,7 @@ from rationale_cli.records import Record
 from rationale_cli.tokenize import tokenize
 
 
-def record_from_object(obj: dict, default_id: str, at: str) -> Record:
+def record_from_object(obj: dict, default_id: str, at: str, id_field: str = "id") -> Record:
     """One record from one parsed JSON object."""
     text = offsets = None
     if "tokens" in obj:
@@ -49,7 +49,7 @@ def record_from_object(obj: dict, default_id: str, at: str) -> Record:
 
     rationale = obj.get("rationale")
     return Record(
-        id=str(obj["id"]) if obj.get("id") is not None else default_id,
+        id=str(obj[id_field]) if obj.get(id_field) is not None else default_id,
         tokens=tokens,
         label=label,
         rationale=None if rationale is None else check_spans(rationale, len(tokens), at),
@@ -59,10 +59,10 @@ def record_from_object(obj: dict, default_id: str, at: str) -> Record:
     )
 
 
-def iter_jsonl(path: str | Path) -> Iterator[Record]:
-    """Documents of a native JSON-lines file."""
+def iter_jsonl(path: str | Path, id_field: str = "id") -> Iterator[Record]:
+    """Documents of a native JSON-lines file; ids from ``id_field`` (else the line number)."""
     for line_no, line in iter_lines(path):
         if not line.strip():
             continue
         at = where(path, line_no)
-        yield record_from_object(parse_json_object(line, at), str(line_no), at)
+        yield record_from_object(parse_json_object(line, at), str(line_no), at, id_field)

@@ -55,8 +55,10 @@ def iter_table(
     text_col: str = "text",
     label_col: str | None = "label",
     chunk_rows: int = CHUNK_ROWS,
+    id_col: str = "id",
 ) -> Iterator[Record]:
-    """Documents of a CSV (``sep=","``) or TSV (``sep="\\t"``) file."""
+    """Documents of a CSV (``sep=","``) or TSV (``sep="\\t"``) file; ids from ``id_col``
+    (else the row number)."""
     import pandas as pd  # imported here: it takes a third of a second
 
     path = Path(path)
@@ -74,14 +76,15 @@ def iter_table(
         )
         while (chunk := next_chunk(chunks)) is not None:
             if scores is None:
-                missing = [c for c in (text_col, label_col) if c is not None and c not in chunk.columns]
+                wanted = (text_col, label_col, None if id_col == "id" else id_col)
+                missing = [c for c in wanted if c is not None and c not in chunk.columns]
                 if missing:
                     raise UserError(
                         f"{path}: no column {missing[0]!r}; columns are: {', '.join(map(str, chunk.columns))}"
                     )
                 scores = label_col is not None and is_score_column(chunk[label_col])
             for cells in chunk.to_dict("records"):
-                yield row_record(cells, done, path, text_col, label_col, scores)
+                yield row_record(cells, done, path, text_col, label_col, scores, id_col)
                 done += 1
     except FileNotFoundError:
         raise UserError(f"{path}: no such file") from None
@@ -102,7 +105,8 @@ def iter_table(
         raise UserError(f"{path}: cannot read ({err.strerror or err})") from None
 
 
-def row_record(cells: dict, row: int, path: Path, text_col: str, label_col: str | None, scores: bool) -> Record:
+def row_record(cells: dict, row: int, path: Path, text_col: str, label_col: str | None, scores: bool,
+               id_col: str = "id") -> Record:
     """One record from one row (``row`` counts data rows from 0)."""
     at = where(path, row + 2)
     text = cells[text_col]
@@ -118,5 +122,5 @@ def row_record(cells: dict, row: int, path: Path, text_col: str, label_col: str 
             label = value.strip()
         else:
             raise UserError(f"{at}: missing label in column {label_col!r}")
-    doc_id = cells.get("id", "").strip()
+    doc_id = cells.get(id_col, "").strip()
     return Record(id=doc_id or str(row + 1), tokens=tokens, label=label, text=text, offsets=offsets, source=at)

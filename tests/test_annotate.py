@@ -1,0 +1,163 @@
+"""`rationale predict` on a corpus: resumable after SIGKILL and SIGTERM, refusing a changed
+input, sharded and merged, with ids from a chosen field and a summary."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rationale_cli import datasets
+from rationale_cli.annotate import Shard, count_documents, partial_path, state_path
+from rationale_cli.cli import app
+from rationale_cli.errors import UserError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def invoke(*args):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("runs") / "tiny"
+    result = invoke("train", "--data", "demo", "--out", out, "--extractor", "attention", "--encoder", "cnn",
+                    "--epochs", 1, "--embedding-dim", 16, "--hidden-size", 16)
+    assert result.exit_code == 0, result.output
+    return out
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """6,000 demo reviews as JSON lines (pre-tokenized: no spaCy in the loop)."""
+    path = tmp_path_factory.mktemp("corpus") / "reviews.jsonl"
+    records = datasets.load("demo", "train")
+    with open(path, "w", encoding="utf-8") as handle:
+        for index in range(6000):
+            handle.write(json.dumps({"key": f"r{index}", "tokens": records[index % len(records)].tokens}) + "\n")
+    return path
+
+
+def predict(run_dir, source, out, *extra) -> subprocess.Popen:
+    command = [sys.executable, "-m", "rationale_cli", "predict", str(run_dir), str(source), "--out", str(out),
+               "--window", "200", "--threads", "1", *map(str, extra)]
+    return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def interrupt(process: subprocess.Popen, out: Path, sig: int) -> None:
+    """Send ``sig`` once the run has finished a window or two."""
+    deadline = time.time() + 120
+    while not state_path(out).exists() and process.poll() is None and time.time() < deadline:
+        time.sleep(0.02)
+    assert process.poll() is None, "finished before it could be interrupted"
+    process.send_signal(sig)
+    process.wait(timeout=120)
+
+
+@pytest.fixture(scope="module")
+def whole(run_dir, corpus, tmp_path_factory):
+    out = tmp_path_factory.mktemp("whole") / "out.jsonl"
+    process = predict(run_dir, corpus, out)
+    _, err = process.communicate(timeout=300)
+    assert process.returncode == 0, err
+    assert "wrote 6,000 predictions" in err and "documents/s" in err
+    return out
+
+
+def strays(folder: Path) -> list[str]:
+    return [p.name for p in folder.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_run_killed_then_rerun_ends_with_the_bytes_of_an_uninterrupted_run(run_dir, corpus, whole, tmp_path):
+    out = tmp_path / "out.jsonl"
+    first = predict(run_dir, corpus, out)
+    interrupt(first, out, signal.SIGKILL)
+    assert first.returncode == -signal.SIGKILL
+    saved = json.loads(state_path(out).read_text())
+    assert 0 < saved["windows"] < 30 and partial_path(out).stat().st_size >= saved["bytes"]
+    assert not out.exists()  # until it is complete
+    second = predict(run_dir, corpus, out)
+    _, err = second.communicate(timeout=300)
+    assert second.returncode == 0, err
+    assert out.read_bytes() == whole.read_bytes()
+    assert not state_path(out).exists() and not partial_path(out).exists() and strays(tmp_path) == []
+
+
+def test_sigterm_stops_at_a_window_and_leaves_no_temporary_file(run_dir, corpus, whole, tmp_path):
+    out = tmp_path / "out.jsonl"
+    first = predict(run_dir, corpus, out)
+    interrupt(first, out, signal.SIGTERM)
+    err = first.stderr.read()
+    assert first.returncode == 128 + signal.SIGTERM, err
+    assert "stopped by SIGTERM after" in err and "run the same command again to continue" in err
+    assert strays(tmp_path) == []
+    lines = partial_path(out).read_text().splitlines()
+    assert len(lines) % 200 == 0 and lines == whole.read_text().splitlines()[: len(lines)]
+    second = predict(run_dir, corpus, out)
+    assert second.wait(timeout=300) == 0
+    assert out.read_bytes() == whole.read_bytes()
+
+
+def test_a_changed_input_or_option_is_refused_unless_forced(run_dir, corpus, tmp_path):
+    out = tmp_path / "out.jsonl"
+    first = predict(run_dir, corpus, out)
+    interrupt(first, out, signal.SIGKILL)
+    changed = tmp_path / "changed.jsonl"
+    changed.write_bytes(corpus.read_bytes() + corpus.read_bytes()[:200])
+    result = invoke("predict", run_dir, changed, "--out", out, "--window", 200)
+    assert result.exit_code == 2 and "an interrupted run with another input" in result.output
+    result = invoke("predict", run_dir, corpus, "--out", out, "--window", 100)
+    assert result.exit_code == 2 and "another options" in result.output
+    result = invoke("predict", run_dir, corpus, "--out", out, "--window", 100, "--force")
+    assert result.exit_code == 0, result.output
+    assert not state_path(out).exists() and len(out.read_text().splitlines()) == 6000
+
+
+def test_shards_merged_equal_the_unsharded_output(run_dir, corpus, whole, tmp_path):
+    parts = []
+    for index in range(3):
+        part = tmp_path / f"part{index}.jsonl"
+        result = invoke("predict", run_dir, corpus, "--out", part, "--window", 200, "--shard", f"{index}/3")
+        assert result.exit_code == 0, result.output
+        parts.append(part)
+    assert sum(len(p.read_text().splitlines()) for p in parts) == 6000
+    result = invoke("merge", *parts, "--out", tmp_path / "merged.jsonl", "--window", 200)
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "merged.jsonl").read_bytes() == whole.read_bytes()
+    result = invoke("merge", parts[1], parts[0], parts[2], "--out", tmp_path / "wrong.jsonl", "--window", 200)
+    assert result.exit_code == 2 or (tmp_path / "wrong.jsonl").read_bytes() != whole.read_bytes()
+
+
+def test_ids_come_from_the_chosen_field(run_dir, corpus, whole):
+    lines = [json.loads(line) for line in whole.read_text().splitlines()[:3]]
+    assert [line["id"] for line in lines] == ["1", "2", "3"]  # no "id" field: line numbers
+    result = invoke("predict", run_dir, corpus, "--out", "-", "--id-field", "key")
+    assert result.exit_code == 0
+    first = json.loads(result.stdout.splitlines()[0])
+    assert first["id"] == "r0"
+
+
+def test_most_tokens_unknown_is_a_warning(run_dir, tmp_path):
+    source = tmp_path / "other.jsonl"
+    source.write_text("".join(json.dumps({"tokens": ["zyx", "qwv", "the"]}) + "\n" for _ in range(5)))
+    result = invoke("predict", run_dir, source, "--out", tmp_path / "p.jsonl")
+    assert result.exit_code == 0
+    assert "67% of the tokens are unknown" in result.output
+
+
+def test_shard_and_count_helpers(tmp_path):
+    assert Shard.parse("1/4") == Shard(1, 4)
+    for bad in ("4/4", "x", "1/0", "-1/2"):
+        with pytest.raises(UserError):
+            Shard.parse(bad)
+    path = tmp_path / "three.txt"
+    path.write_text("a\nb\nc")
+    assert count_documents(str(path)) == 3
+    path.write_text("a\nb\nc\n")
+    assert count_documents(str(path)) == 3
