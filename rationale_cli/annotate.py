@@ -33,7 +33,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 from rationale_cli.atomic import text_output, writable_target, write_text_atomic
 from rationale_cli.errors import UserError
-from rationale_cli.inference import Output, run as run_model
+from rationale_cli.inference import Output, chunks, run as run_model
 from rationale_cli.records import Record
 from rationale_cli.rundir import WEIGHTS, Run
 from rationale_cli.vocab import UNK
@@ -80,17 +80,6 @@ class Tally:
     @property
     def unknown_share(self) -> float:
         return self.unknown / self.tokens if self.tokens else 0.0
-
-
-def windows(records: Iterable[Record], size: int) -> Iterator[list[Record]]:
-    window: list[Record] = []
-    for record in records:
-        window.append(record)
-        if len(window) == size:
-            yield window
-            window = []
-    if window:
-        yield window
 
 
 def annotate_window(run: Run, window: list[Record], batch_size: int, device) -> list[Output]:
@@ -213,7 +202,7 @@ def annotate(job: Job, run: Run, records: Iterable[Record], device, *, force: bo
     resumable = not direct and job.output_format != "parquet"
     target = job.out if direct else partial_path(dest)
     tally, began = Tally(), time.perf_counter()
-    mine = (w for i, w in enumerate(windows(records, job.window)) if i % job.shard.count == job.shard.index)
+    mine = (w for i, w in enumerate(chunks(records, job.window)) if i % job.shard.count == job.shard.index)
     done = start.windows if start else 0
     try:
         with stop_requests() as stops, open_writer(target, job.output_format, start.bytes if start else None) as writer:
