@@ -36,7 +36,6 @@ from rationale_cli.errors import UserError
 from rationale_cli.inference import Output, chunks, run as run_model
 from rationale_cli.records import Record
 from rationale_cli.rundir import WEIGHTS, Run
-from rationale_cli.vocab import UNK
 
 WINDOW = 4096
 UNKNOWN_WARNING = 0.5  # warn when more than this share of the tokens is unknown to the model
@@ -71,11 +70,11 @@ class Tally:
     unknown: int = 0
     seconds: float = 0.0
 
-    def add(self, outputs: Sequence[Output], vocab) -> None:
+    def add(self, outputs: Sequence[Output]) -> None:
         for out in outputs:
             self.documents += 1
             self.tokens += len(out.record.tokens)
-            self.unknown += vocab.encode(out.record.tokens).count(vocab.stoi[UNK])
+            self.unknown += out.unknown
 
     @property
     def unknown_share(self) -> float:
@@ -216,7 +215,7 @@ def annotate(job: Job, run: Run, records: Iterable[Record], device, *, force: bo
                 if resumable:
                     write_text_atomic(state_path(dest), json.dumps(
                         {"identity": identity, **asdict(Resume(index + 1, size))}) + "\n")
-                tally.add(outputs, run.vocab)
+                tally.add(outputs)
                 progress(len(window))
                 if stops and not resumable:
                     raise UserError(f"stopped by signal {stops[0]}: {job.out} cannot be continued, so nothing "

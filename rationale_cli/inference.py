@@ -11,7 +11,7 @@ from rationale_cli.batching import make_batch
 from rationale_cli.metrics import RationaleScores
 from rationale_cli.records import Record
 from rationale_cli.task import Task
-from rationale_cli.vocab import Vocab
+from rationale_cli.vocab import UNK, Vocab
 from models.model import RationaleModel
 
 
@@ -23,6 +23,7 @@ class Output:
     prediction: float | str
     extra: dict = field(default_factory=dict)
     loss: float | None = None
+    unknown: int = 0  # tokens not in the model's vocabulary
 
 
 def chunks(records: Iterable[Record], size: int) -> Iterator[list[Record]]:
@@ -57,6 +58,7 @@ def run(
             z, scores, outputs = model.decode(batch.ids, batch.mask)
             losses = task.loss(outputs, batch.targets).tolist() if labelled else [None] * len(chunk)
             selected, scores, outputs = (z != 0).int().tolist(), scores.cpu().tolist(), outputs.cpu()
+            unknown = ((batch.ids == vocab.stoi[UNK]) & (batch.mask > 0)).sum(1).tolist()
             for row, record in enumerate(chunk):
                 n = len(record.tokens)
                 prediction, extra = task.describe(outputs[row])
@@ -67,6 +69,7 @@ def run(
                     prediction=prediction,
                     extra=extra,
                     loss=losses[row],
+                    unknown=unknown[row],
                 )
     finally:
         model.train(was_training)
