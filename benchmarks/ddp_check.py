@@ -16,8 +16,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-import torch
 from safetensors.torch import load_file
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from resume_check import same_weights  # noqa: E402
 
 OPTIONS = ["--data", "demo", "--extractor", "hardkuma", "--epochs", "2", "--seed", "5", "--embedding-dim", "16",
            "--hidden-size", "16", "--batch-size", "100"]
@@ -31,22 +33,21 @@ def train(launcher: list[str], out: Path, device: str) -> str:
     return done.stderr
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--device", default="cuda")
-    args = parser.parse_args()
+def main(device: str) -> None:
     with tempfile.TemporaryDirectory() as folder:
         runs = Path(folder)
-        train([], runs / "plain", args.device)
-        log = train(["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "1"], runs / "ddp", args.device)
+        train([], runs / "plain", device)
+        log = train(["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "1"], runs / "ddp", device)
+        same = same_weights(runs / "plain", runs / "ddp")
         a, b = (load_file(str(runs / name / "model.safetensors")) for name in ("plain", "ddp"))
-        same = a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
         gap = max(float((a[k].float() - b[k].float()).abs().max()) for k in a)
-    backend = "nccl" if args.device.startswith("cuda") else "gloo"
-    print(f"torchrun, 1 process ({backend}) on {args.device}: trained; weights "
+    backend = "nccl" if device.startswith("cuda") else "gloo"
+    print(f"torchrun, 1 process ({backend}) on {device}: trained; weights "
           f"{'identical to' if same else f'differ from (max abs diff {gap:.2e})'} plain training")
     print(log.strip().splitlines()[0])
 
 
 if __name__ == "__main__":
-    main()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cuda")
+    main(parser.parse_args().device)
