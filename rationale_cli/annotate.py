@@ -63,9 +63,11 @@ class Shard:
 
 @dataclass
 class Tally:
-    """What was annotated: documents, tokens, tokens unknown to the model's vocabulary, seconds."""
+    """What was annotated: documents, tokens, tokens unknown to the model's vocabulary, seconds,
+    and the documents an interrupted run had done before (``resumed``)."""
 
     documents: int = 0
+    resumed: int = 0
     tokens: int = 0
     unknown: int = 0
     seconds: float = 0.0
@@ -207,6 +209,7 @@ def annotate(job: Job, run: Run, records: Iterable[Record], device, *, force: bo
         with stop_requests() as stops, open_writer(target, job.output_format, start.bytes if start else None) as writer:
             for index, window in enumerate(mine):
                 if index < done:
+                    tally.resumed += len(window)
                     progress(len(window))
                     continue
                 outputs = annotate_window(run, window, job.batch_size, device)

@@ -274,6 +274,8 @@ def predict(
         tally, stopped = annotate(job, loaded, records, dev, force=force, progress=advance)
     rate = tally.documents / tally.seconds if tally.seconds else 0.0
     where = "standard output" if str(out) == "-" else str(out)
+    if tally.resumed:
+        where += f" after the {tally.resumed:,} of the interrupted run"
     stderr().print(f"wrote {tally.documents:,} predictions to {where}: {tally.tokens:,} tokens, "
                    f"{100 * tally.unknown_share:.1f}% unknown to the model's vocabulary, {rate:,.0f} documents/s",
                    highlight=False)

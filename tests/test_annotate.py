@@ -85,6 +85,7 @@ def test_a_run_killed_then_rerun_ends_with_the_bytes_of_an_uninterrupted_run(run
     second = predict(run_dir, corpus, out)
     _, err = second.communicate(timeout=300)
     assert second.returncode == 0, err
+    assert f"predictions to {out} after the {200 * saved['windows']:,} of the interrupted run" in err
     assert out.read_bytes() == whole.read_bytes()
     assert not state_path(out).exists() and not partial_path(out).exists() and strays(tmp_path) == []
 
