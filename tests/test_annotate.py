@@ -2,7 +2,6 @@
 input, sharded and merged, with ids from a chosen field and a summary."""
 
 import json
-import os
 import signal
 import subprocess
 import sys

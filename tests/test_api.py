@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors import safe_open
-from safetensors.torch import load_file
 from typer.testing import CliRunner
 
 import rationale_cli as rationale
