@@ -69,16 +69,23 @@ class RationaleModel(nn.Module):
         _, summary = self.predictor_encoder(x * gate.unsqueeze(-1), read)
         return self.output(summary).view(batch, samples, -1)
 
-    def forward(self, ids: Tensor, mask: Tensor) -> tuple[Selection, Tensor]:
-        """Training pass: the selection and the predictor's outputs for each of its masks."""
+    def forward(self, ids: Tensor, mask: Tensor, visible: Tensor | None = None) -> tuple[Selection, Tensor]:
+        """Training pass: the selection and the predictor's outputs for each of its masks.
+        ``visible`` ``[B, T]`` marks positions (a query after the document) that both
+        encoders read and the selector never selects."""
         emb = self.embed(ids)
-        selection = self.selector(self.states(emb, mask), mask)
-        return selection, self.predict_masked(emb, mask, selection.masks)
+        selectable = mask if visible is None else mask - visible
+        selection = self.selector(self.states(emb, mask), selectable)
+        masks = selection.masks if visible is None else selection.masks + visible.unsqueeze(1)
+        return selection, self.predict_masked(emb, mask, masks)
 
     @torch.no_grad()
-    def decode(self, ids: Tensor, mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def decode(self, ids: Tensor, mask: Tensor, visible: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
         """Test-time rationale ``z [B, T]``, per-token scores ``[B, T]`` and outputs ``[B, outputs]``."""
         emb = self.embed(ids)
         states = self.states(emb, mask)
-        z, scores = self.selector.decode_with_scores(states, mask)
-        return z * mask, scores * mask, self.predict_masked(emb, mask, z.unsqueeze(1))[:, 0]
+        selectable = mask if visible is None else mask - visible
+        z, scores = self.selector.decode_with_scores(states, selectable)
+        z, scores = z * selectable, scores * selectable
+        read = z if visible is None else z + visible
+        return z, scores, self.predict_masked(emb, mask, read.unsqueeze(1))[:, 0]

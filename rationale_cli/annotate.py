@@ -33,6 +33,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 from rationale_cli.atomic import text_output, writable_target, write_text_atomic
 from rationale_cli.errors import UserError
+from rationale_cli.faithfulness import scored_documents
 from rationale_cli.inference import Output, chunks, run as run_model
 from rationale_cli.records import Record
 from rationale_cli.rundir import WEIGHTS, Run
@@ -83,13 +84,19 @@ class Tally:
         return self.unknown / self.tokens if self.tokens else 0.0
 
 
-def annotate_window(run: Run, window: list[Record], batch_size: int, device) -> list[Output]:
-    """The window's outputs in input order, run in batches of documents of similar length."""
+def annotate_window(run: Run, window: list[Record], batch_size: int, device, eraser: bool = False) -> list[Output]:
+    """The window's outputs in input order, run in batches of documents of similar length;
+    with ``eraser``, each with its scored document (faithfulness included)."""
     order = sorted(range(len(window)), key=lambda i: len(window[i].tokens))
+    ordered = [window[i] for i in order]
     outputs: list[Output | None] = [None] * len(window)
-    for position, out in zip(order, run_model(run.model, run.vocab, run.task, [window[i] for i in order],
-                                              batch_size=batch_size, device=device)):
+    for position, out in zip(order, run_model(run.model, run.vocab, run.task, ordered, batch_size=batch_size,
+                                              device=device)):
         outputs[position] = out
+    if eraser:
+        for position, (doc, _) in zip(order, scored_documents(run.model, run.vocab, run.task, ordered,
+                                                              batch_size=batch_size, device=device)):
+            outputs[position].scored = doc
     return outputs
 
 
@@ -212,7 +219,7 @@ def annotate(job: Job, run: Run, records: Iterable[Record], device, *, force: bo
                     tally.resumed += len(window)
                     progress(len(window))
                     continue
-                outputs = annotate_window(run, window, job.batch_size, device)
+                outputs = annotate_window(run, window, job.batch_size, device, job.output_format == "eraser")
                 writer.write(outputs)
                 size = writer.flush()
                 if resumable:

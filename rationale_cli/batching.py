@@ -13,25 +13,42 @@ from rationale_cli.records import Record
 from rationale_cli.vocab import Vocab
 
 
+SEP = "[SEP]"  # between a document and its query
+
+
 @dataclass
 class Batch:
     records: list[Record]
     ids: Tensor
     mask: Tensor
     targets: Tensor | None = None
+    visible: Tensor | None = None  # [B, T] 1 on query positions: always read, never selected
+
+
+def model_tokens(record: Record) -> list[str]:
+    """What the model reads: the document, then ``[SEP]`` and the query when it has one.
+    The query comes after the document so that token positions stay the document's."""
+    return record.tokens + [SEP] + record.query if record.query else record.tokens
 
 
 def make_batch(records: Sequence[Record], vocab: Vocab, task=None, device: str | torch.device = "cpu") -> Batch:
-    """Token ids ``[B, T]`` (0 = pad), a float mask and, when a task is given, targets."""
-    length = max(len(r.tokens) for r in records)
+    """Token ids ``[B, T]`` (0 = pad), a float mask, the query positions (``visible``, None
+    when no document has a query) and, when a task is given, targets."""
+    read = [model_tokens(r) for r in records]
+    length = max(map(len, read))
     ids = torch.zeros(len(records), length, dtype=torch.long)
-    for row, record in enumerate(records):
-        ids[row, : len(record.tokens)] = torch.tensor(vocab.encode(record.tokens), dtype=torch.long)
     mask = torch.zeros(len(records), length)
-    for row, record in enumerate(records):
-        mask[row, : len(record.tokens)] = 1.0
+    for row, tokens in enumerate(read):
+        ids[row, : len(tokens)] = torch.tensor(vocab.encode(tokens), dtype=torch.long)
+        mask[row, : len(tokens)] = 1.0
+    visible = None
+    if any(r.query for r in records):
+        visible = torch.zeros(len(records), length)
+        for row, (record, tokens) in enumerate(zip(records, read)):
+            visible[row, len(record.tokens) : len(tokens)] = 1.0
+        visible = visible.to(device)
     targets = task.targets(records).to(device) if task is not None else None
-    return Batch(list(records), ids.to(device), mask.to(device), targets)
+    return Batch(list(records), ids.to(device), mask.to(device), targets, visible)
 
 
 def length_batches(records: Sequence[Record], batch_size: int, *, rng: random.Random | None = None) -> Iterator[list[Record]]:

@@ -1,4 +1,4 @@
-"""The ``rationale`` command: train, predict, merge, explain, evaluate, report, demo.
+"""The ``rationale`` command: train, predict, merge, explain, evaluate, score, report, demo.
 
 Thin by design: commands parse options, call library functions and print with
 rich. Progress and logs go to stderr, data to stdout or files. A user error
@@ -120,7 +120,8 @@ def train(out: Path, config: Optional[Path], force: bool, resume: bool, verbose:
             return
     console.print(f"best epoch {trained.state.best['epoch']}; run saved to {out}", highlight=False)
     valid = trained.state.best["valid"]
-    stdout().print(metrics_table(valid, f"validation ({valid['documents']:,} documents)"))
+    stdout().print(f"validation ({valid['documents']:,} documents)", style="bold", highlight=False)
+    stdout().print(metrics_table(valid))
 
 
 def train_command():
@@ -165,28 +166,81 @@ def resumed(out: Path, config: Optional[Path], force: bool, options: dict) -> Tr
     return resume_config(read_json(out / "config.json"), options, str(out / "config.json"))
 
 
-def metrics_table(metrics: dict, title: str) -> Table:
-    table = Table(title=title)
+CHANCE = {"precision": "gold_share", "mse": "mse_of_mean", "accuracy": "majority_accuracy"}
+
+
+def shown_value(key: str, value) -> str:
+    if value is None:
+        return "-"
+    if key in ("mse", "mae", "mse_of_mean"):
+        return f"{value:.5f}"
+    if key in ("documents", "documents_with_gold"):
+        return f"{value:,}"
+    if key in ("transitions",):
+        return f"{value:.2f}"
+    return f"{100 * value:.1f}%"
+
+
+def metrics_table(metrics: dict) -> Table:
+    """The toolkit's scores, with the chance level beside those that have one."""
+    table = Table()
     table.add_column("metric")
     table.add_column("value", justify="right")
+    table.add_column("chance", justify="right", style="dim")
     order = ["mse", "mae", "accuracy", "macro_f1", "selection_rate", "precision", "recall", "f1",
              "precision_macro", "recall_macro", "f1_macro", "transitions", "documents", "documents_with_gold"]
     for key in order:
-        if key not in metrics:
-            continue
-        value = metrics[key]
-        if value is None:
-            shown = "-"
-        elif key in ("mse", "mae"):
-            shown = f"{value:.5f}"
-        elif key in ("documents", "documents_with_gold"):
-            shown = f"{value:,}"
-        elif key == "transitions":
-            shown = f"{value:.2f}"
-        else:
-            shown = f"{100 * value:.1f}%"
-        table.add_row(key, shown)
+        if key in metrics:
+            chance = CHANCE.get(key)
+            table.add_row(key, shown_value(key, metrics[key]),
+                          shown_value(chance, metrics.get(chance)) if chance in metrics else "")
     return table
+
+
+def eraser_table(metrics: dict) -> Table | None:
+    """ERASER's headline scores and the faithfulness of the rationales."""
+    eraser, faith = metrics.get("eraser", {}), metrics.get("faithfulness", {})
+    rows = []
+    if "token_prf" in eraser:
+        rows += [("token F1 (macro, ERASER)", eraser["token_prf"]["instance_macro"]["f1"]),
+                 (f"IOU F1 @{eraser['iou_scores'][0]['threshold']:g} (macro)", eraser["iou_scores"][0]["macro"]["f1"]),
+                 ("span match F1 (micro)", eraser["rationale_prf"]["instance_micro"]["f1"])]
+    soft = eraser.get("token_soft_metrics", {})
+    rows += [(name, soft[key]) for name, key in (("AUPRC", "auprc"), ("average precision", "average_precision"),
+                                                 ("ROC-AUC", "roc_auc_score")) if key in soft]
+    for key in ("comprehensiveness", "sufficiency", "comprehensiveness_aopc", "sufficiency_aopc",
+                "predictor_on_rationale", "predictor_on_complement"):
+        if faith.get(key) is not None:
+            rows.append((key.replace("_", " "), faith[key]))
+    if not rows:
+        return None
+    table = Table()
+    table.add_column("ERASER / faithfulness")
+    table.add_column("value", justify="right")
+    for name, value in rows:
+        table.add_row(name, "-" if value is None else f"{value:.3f}")
+    return table
+
+
+def print_scores(metrics: dict, title: str, json_out: Optional[Path], per_document: Optional[Path],
+                 rows: list[dict]) -> None:
+    """The tables (on standard error when the JSON goes to standard output), then the files."""
+    from rationale_cli.output import to_json_line
+    from rationale_cli.rundir import write_json
+    from rationale_cli.atomic import write_text_atomic
+
+    shown = stderr() if str(json_out) == "-" else stdout()
+    shown.print(title, soft_wrap=True, highlight=False, style="bold")
+    shown.print(metrics_table(metrics))
+    extra = eraser_table(metrics)
+    if extra is not None:
+        shown.print(extra)
+    if json_out is not None:
+        write_json(json_out, metrics)
+        stderr().print(f"wrote {json_out}", highlight=False)
+    if per_document is not None:
+        write_text_atomic(per_document, "".join(to_json_line(row) for row in rows))
+        stderr().print(f"wrote {len(rows):,} document scores to {per_document}", highlight=False)
 
 
 def check_at_least(flag: str, value: int, low: int) -> None:
@@ -211,10 +265,12 @@ def predict(
                              "standard output)."),
     format: str = typer.Option("auto", help=f"Input format: {FORMAT_HELP}."),
     aspect: Optional[int] = typer.Option(None, help="Beer aspect (default: the run's)."),
+    split: str = typer.Option("test", help="Split of an ERASER folder or of the demo corpus: train, val or test."),
     text_col: Optional[str] = typer.Option(None, help="CSV/TSV text column (default: the run's)."),
     id_field: str = typer.Option("id", "--id-field", "--id-col", help="JSONL field or CSV/TSV column holding "
                                  "each document's id (missing: its line or row number)."),
-    output_format: str = typer.Option("auto", help="jsonl, csv or parquet (auto: from --out's extension)."),
+    output_format: str = typer.Option("auto", help="jsonl, csv, parquet or eraser (ERASER's results format, "
+                                      "with faithfulness scores; auto: from --out's extension)."),
     batch_size: int = typer.Option(64, help="Documents per batch (at least 1)."),
     window: int = typer.Option(WINDOW, help="Documents read, sorted by length and written at a time (at "
                                "least 1); a rerun continues after the last whole window."),
@@ -264,7 +320,10 @@ def predict(
         stderr().print(f"wrote {count:,} predictions to {out}", highlight=False)
         return
     loaded, dev = load_for_inference(run, device)
-    reader = dict(fmt=format, aspect=aspect, text_col=text_col, id_field=id_field)
+    if fmt_out == "eraser" and loaded.task.name != "classification":
+        raise UserError("--output-format eraser: ERASER results hold class scores; this model predicts a score "
+                        "(a regression run)")
+    reader = dict(fmt=format, aspect=aspect, text_col=text_col, id_field=id_field, split=split)
     job = Job(input, out, fmt_out, reader, batch_size, window, parts)
     records = datasets.run_documents(input, loaded.config, labelled=False, **reader)
     total = count_documents(input) if parts.count == 1 else None  # a shard's share is not known in advance
@@ -411,30 +470,57 @@ def evaluate(
     data: str = typer.Argument(..., help="Labelled documents, with gold rationales for precision (or 'demo')."),
     format: str = typer.Option("auto", help=f"Input format: {FORMAT_HELP}."),
     aspect: Optional[int] = typer.Option(None, help="Beer aspect (default: the run's)."),
+    split: str = typer.Option("test", help="Split of an ERASER folder or of the demo corpus: train, val or test."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the metrics as JSON here."),
+    per_document: Optional[Path] = typer.Option(None, help="Also write each document's scores here (JSONL)."),
+    faithfulness: bool = typer.Option(True, "--faithfulness/--no-faithfulness", help="Rerun the model on the "
+                                      "documents without their rationale, on the rationale alone and per AOPC "
+                                      "bin (12 more passes)."),
     batch_size: int = typer.Option(64, help="Documents per batch (at least 1)."),
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
 ):
-    """Task metric, selection rate and token precision/recall/F1 against gold rationales."""
+    """Task metric, token precision/recall/F1 against gold rationales with chance levels,
+    ERASER's metrics and the faithfulness of the rationales."""
     from rationale_cli import datasets
-    from rationale_cli.inference import evaluate as evaluate_records
-    from rationale_cli.rundir import write_json
+    from rationale_cli.evaluation import evaluate_model
 
     check_at_least("--batch-size", batch_size, 1)
-    if json_out is not None and str(json_out) != "-":
-        writable_target(json_out)
+    for target in (json_out, per_document):
+        if target is not None and str(target) != "-":
+            writable_target(target)
     loaded, dev = load_for_inference(run, device)
-    cfg = loaded.config
-    records = list(datasets.run_documents(data, cfg, fmt=format, aspect=aspect))
+    records = list(datasets.run_documents(data, loaded.config, fmt=format, aspect=aspect, split=split))
     unlabelled = sum(r.label is None for r in records)
     if unlabelled:
         raise UserError(f"{data}: {unlabelled} document(s) have no label; evaluate needs a label or score per document")
-    metrics = evaluate_records(loaded.model, loaded.vocab, loaded.task, records, batch_size=batch_size, device=dev)
-    shown = stderr() if str(json_out) == "-" else stdout()  # standard output holds the JSON then
-    shown.print(metrics_table(metrics, f"{run.name} on {data}"))
-    if json_out is not None:
-        write_json(json_out, metrics)
-        stderr().print(f"wrote {json_out}", highlight=False)
+    metrics, rows = evaluate_model(loaded, records, batch_size=batch_size, device=dev, faithfulness=faithfulness)
+    print_scores(metrics, f"{run.name} on {data}", json_out, per_document, rows)
+
+
+@app.command(cls=Command)
+@friendly
+def score(
+    predictions: Path = typer.Argument(..., help="Predictions: `rationale predict` JSONL or an ERASER results "
+                                       "file (from any tool)."),
+    gold: str = typer.Argument(..., help="Gold documents: an ERASER folder, beer annotations, JSONL with "
+                               "rationale spans, or 'demo'."),
+    format: str = typer.Option("auto", help=f"Gold format: {FORMAT_HELP}."),
+    aspect: Optional[int] = typer.Option(None, help="Beer aspect of the gold annotations."),
+    split: str = typer.Option("test", help="Split of an ERASER folder or of the demo corpus: train, val or test."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the scores as JSON here."),
+    per_document: Optional[Path] = typer.Option(None, help="Also write each document's scores here (JSONL)."),
+):
+    """Score an existing predictions file against gold, without a model: token and span
+    agreement, soft-score metrics and, from the scores the file holds, faithfulness."""
+    from rationale_cli import datasets
+    from rationale_cli.evaluation import score_file
+
+    for target in (json_out, per_document):
+        if target is not None and str(target) != "-":
+            writable_target(target)
+    records = list(datasets.stream(gold, split, fmt=format, aspect=aspect))
+    metrics, rows = score_file(predictions, records)
+    print_scores(metrics, f"{predictions} against {gold}", json_out, per_document, rows)
 
 
 @app.command(cls=Command)

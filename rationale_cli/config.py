@@ -46,6 +46,9 @@ class TrainConfig:
                        "classification.", choices=("auto", "regression", "classification"), panel=DATA)
     text_col: str = option("text", "CSV/TSV text column.", panel=DATA)
     label_col: str = option("label", "CSV/TSV label column.", panel=DATA)
+    query: bool = option(True, "Let the model read each document's query (ERASER's BoolQ, FEVER, MultiRC, "
+                         "CoS-E): after the document and a [SEP] token, never selected.", negative="--no-query",
+                         panel=DATA)
     extractor: str = option("hardkuma", "Rationale extractor (see the list below).", choices=SELECTORS,
                             panel=MODEL)
     encoder: str | None = option(None, "Architecture (selector and predictor encoders).", choices=ARCHITECTURES,
@@ -188,6 +191,7 @@ def from_saved(data: dict[str, Any], source: str) -> TrainConfig:
     are kept (the others were never used) and the size becomes its budget. ``RUN_FACTS``
     are not options: they are left out."""
     data = {k: v for k, v in data.items() if k not in RUN_FACTS}
+    data.setdefault("query", False)  # runs saved before queries were read did not read them
     if "budget" not in data and isinstance(data.get("extractor"), str) and data["extractor"] in SELECTORS:
         extractor = data["extractor"]
         own = specs(selector_class(extractor).Options)

@@ -10,12 +10,14 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
+from rationale_cli.errors import UserError
 from rationale_cli.readers import detect_format, iter_records
 from rationale_cli.records import Record
 from rationale_cli.synthetic import demo_records
 
 DEMO = "demo"
 ERASER_SPLITS = {"train": "train", "valid": "val", "test": "test"}
+SPLITS = {"train": "train", "valid": "valid", "val": "valid", "test": "test"}  # names a user may give
 
 
 def is_demo(path: str | Path) -> bool:
@@ -23,28 +25,40 @@ def is_demo(path: str | Path) -> bool:
 
 
 def load(path: str, split: str, *, fmt: str = "auto", aspect: int | None = None,
-         text_col: str = "text", label_col: str = "label") -> list[Record]:
+         text_col: str = "text", label_col: str = "label", query: bool = True) -> list[Record]:
     """Documents of ``split`` (train, valid or test): the split of the demo corpus or of an
-    ERASER folder; any other source is read whole."""
-    return list(stream(path, split, fmt=fmt, aspect=aspect, text_col=text_col, label_col=label_col))
+    ERASER folder; any other source is read whole. Without ``query`` the documents'
+    queries are dropped."""
+    return list(stream(path, split, fmt=fmt, aspect=aspect, text_col=text_col, label_col=label_col, query=query))
 
 
 def stream(path: str, split: str = "test", *, fmt: str = "auto", aspect: int | None = None,
-           text_col: str = "text", label_col: str | None = "label", id_field: str = "id") -> Iterator[Record]:
+           text_col: str = "text", label_col: str | None = "label", id_field: str = "id",
+           query: bool = True) -> Iterator[Record]:
     """The same documents one at a time (constant memory for files)."""
+    if split not in SPLITS:
+        raise UserError(f"unknown split {split!r}: expected one of {', '.join(SPLITS)}")
     if is_demo(path):
-        return iter(demo_records(split, aspect=aspect or 0))
-    return iter_records(path, fmt, aspect=aspect, split=ERASER_SPLITS[split], text_col=text_col, label_col=label_col,
-                        id_field=id_field)
+        return iter(demo_records(SPLITS[split], aspect=aspect or 0))
+    records = iter_records(path, fmt, aspect=aspect, split=ERASER_SPLITS[SPLITS[split]], text_col=text_col,
+                           label_col=label_col, id_field=id_field)
+    return records if query else map(without_query, records)
+
+
+def without_query(record: Record) -> Record:
+    record.query = None
+    return record
 
 
 def run_documents(path: str, config, *, fmt: str = "auto", aspect: int | None = None,
-                  text_col: str | None = None, labelled: bool = True, id_field: str = "id") -> Iterator[Record]:
-    """The test documents of ``path`` read for a trained run: with its ``config``'s aspect
-    and columns unless given; without labels unless ``labelled``."""
-    return stream(path, "test", fmt=fmt, aspect=config.aspect if aspect is None else aspect,
+                  text_col: str | None = None, labelled: bool = True, id_field: str = "id",
+                  split: str = "test") -> Iterator[Record]:
+    """The documents of ``path`` read for a trained run (an ERASER folder's or the demo
+    corpus's ``split``): with its ``config``'s aspect, columns and use of queries unless
+    given; without labels unless ``labelled``."""
+    return stream(path, split, fmt=fmt, aspect=config.aspect if aspect is None else aspect,
                   text_col=text_col or config.text_col, label_col=config.label_col if labelled else None,
-                  id_field=id_field)
+                  id_field=id_field, query=config.query)
 
 
 def has_own_validation(path: str, fmt: str) -> bool:

@@ -33,7 +33,7 @@ from models.selection import Selection
 
 def training_loss(model, task: Task, batch: Batch) -> tuple[torch.Tensor, Selection]:
     """``loss = (weights * task_loss).sum(-1).mean() + penalty + surrogate`` for one batch."""
-    selection, outputs = model(batch.ids, batch.mask)
+    selection, outputs = model(batch.ids, batch.mask, batch.visible)
     targets = batch.targets.unsqueeze(1).expand(selection.weights.shape)
     task_loss = task.loss(outputs, targets)
     loss = (selection.weights * task_loss).sum(-1).mean() + selection.penalty

@@ -8,6 +8,7 @@ from typing import Iterable, Iterator
 import torch
 
 from rationale_cli.batching import make_batch
+from rationale_cli.eraser_metrics import ScoredDocument
 from rationale_cli.metrics import RationaleScores
 from rationale_cli.records import Record
 from rationale_cli.task import Task
@@ -24,6 +25,7 @@ class Output:
     extra: dict = field(default_factory=dict)
     loss: float | None = None
     unknown: int = 0  # tokens not in the model's vocabulary
+    scored: ScoredDocument | None = None  # for ERASER results: unrounded scores and faithfulness
 
 
 def chunks(records: Iterable[Record], size: int) -> Iterator[list[Record]]:
@@ -55,7 +57,7 @@ def run(
         for chunk in chunks(records, batch_size):
             labelled = all(r.label is not None for r in chunk)
             batch = make_batch(chunk, vocab, task if labelled else None, device)
-            z, scores, outputs = model.decode(batch.ids, batch.mask)
+            z, scores, outputs = model.decode(batch.ids, batch.mask, batch.visible)
             losses = task.loss(outputs, batch.targets).tolist() if labelled else [None] * len(chunk)
             selected, scores, outputs = (z != 0).int().tolist(), scores.cpu().tolist(), outputs.cpu()
             unknown = ((batch.ids == vocab.stoi[UNK]) & (batch.mask > 0)).sum(1).tolist()

@@ -41,12 +41,6 @@ def _ratio(num: float, den: float) -> float | None:
     return float(num) / float(den) if den else None
 
 
-def _harmonic(p: float | None, r: float | None) -> float | None:
-    if p is None or r is None:
-        return None
-    return 2.0 * p * r / (p + r) if p + r > 0 else 0.0
-
-
 def _mean(values: list[float]) -> float | None:
     return float(np.mean(values)) if values else None
 
@@ -103,9 +97,13 @@ class RationaleScores:
         selected tokens / all tokens, over all documents (with or without gold).
     ``precision``, ``recall``, ``f1``
         micro: selected-and-gold tokens / selected tokens (resp. / gold tokens),
-        summed over documents with gold; ``f1`` is the harmonic mean of the two.
+        summed over documents with gold; ``f1`` is the harmonic mean of the two
+        (the Dice score, so 0 rather than undefined when nothing is selected).
         This is the token precision of Lei et al. (2016) and Bastings et al.
         (2019).
+    ``gold_share``
+        gold tokens / tokens, over documents with gold: the expected precision of
+        a selection made at random, whatever its rate (the chance level).
     ``precision_macro``, ``recall_macro``, ``f1_macro``
         per-document values averaged over documents with gold. A document that
         selects nothing has no precision and is left out of ``precision_macro``
@@ -118,7 +116,8 @@ class RationaleScores:
         (sum of |z_i - z_{i-1}| for i >= 1), the quantity Bastings et al.
         penalize to get contiguous rationales.
     ``documents``, ``documents_with_gold``
-        counts.
+        counts; a document whose gold is empty (annotated, nothing marked) counts for
+        precision but not in ``documents_with_gold``.
 
     Scores are None where undefined (no gold anywhere, nothing selected, no
     documents).
@@ -132,6 +131,7 @@ class RationaleScores:
         self.transitions = 0
         self.gold_selected = 0  # selected tokens in documents with gold
         self.gold_tokens = 0
+        self.tokens_with_gold = 0  # all tokens of documents with gold
         self.overlap = 0
         self._precisions: list[float] = []
         self._recalls: list[float] = []
@@ -149,7 +149,8 @@ class RationaleScores:
         self.selected += doc["selected"]
         self.transitions += doc["transitions"]
         if gold is not None:
-            self.documents_with_gold += 1
+            self.documents_with_gold += doc["gold"] > 0
+            self.tokens_with_gold += doc["tokens"]
             self.gold_selected += doc["selected"]
             self.gold_tokens += doc["gold"]
             self.overlap += doc["overlap"]
@@ -165,7 +166,8 @@ class RationaleScores:
             "selection_rate": _ratio(self.selected, self.tokens),
             "precision": precision,
             "recall": recall,
-            "f1": _harmonic(precision, recall),
+            "f1": _ratio(2 * self.overlap, self.gold_selected + self.gold_tokens),
+            "gold_share": _ratio(self.gold_tokens, self.tokens_with_gold),
             "precision_macro": _mean(self._precisions),
             "recall_macro": _mean(self._recalls),
             "f1_macro": _mean(self._f1s),
@@ -191,24 +193,29 @@ class TaskScores:
 class RegressionScores(TaskScores):
     """Mean squared and mean absolute error (the beer aspects' scores, Bastings et al. Table 2).
 
-    ``result()``: ``mse``, ``mae`` (None without documents), ``documents``.
+    ``result()``: ``mse``, ``mae`` (None without documents), ``mse_of_mean`` (the chance
+    level: the MSE of always predicting the mean gold score, i.e. its variance),
+    ``documents``.
     """
 
     def __init__(self) -> None:
         super().__init__()
         self._squared = 0.0
         self._absolute = 0.0
+        self._gold: list[float] = []
 
     def add(self, pred: float, gold: float) -> None:
         error = float(pred) - float(gold)
         self.documents += 1
         self._squared += error * error
         self._absolute += abs(error)
+        self._gold.append(float(gold))
 
     def result(self) -> dict:
         return {
             "mse": _ratio(self._squared, self.documents),
             "mae": _ratio(self._absolute, self.documents),
+            "mse_of_mean": float(np.var(self._gold)) if self._gold else None,
             "documents": self.documents,
         }
 
@@ -219,8 +226,9 @@ class ClassificationScores(TaskScores):
     ``labels`` fixes the order of ``f1_per_label``; labels outside it that turn
     up in predictions or gold are scored too. ``result()``: ``accuracy``,
     ``macro_f1`` (mean over the labels that occur in gold or predictions of the
-    per-label F1 ``2tp / (2tp + fp + fn)``; 0 where undefined), ``f1_per_label``
-    and ``documents``. Accuracy and macro F1 are None without documents.
+    per-label F1 ``2tp / (2tp + fp + fn)``; 0 where undefined), ``f1_per_label``,
+    ``majority_accuracy`` (the chance level: the share of the most frequent gold
+    label) and ``documents``. Accuracy and macro F1 are None without documents.
     """
 
     def __init__(self, labels: Sequence[str]) -> None:
@@ -230,10 +238,12 @@ class ClassificationScores(TaskScores):
         self._fp: Counter[str] = Counter()
         self._fn: Counter[str] = Counter()
         self._correct = 0
+        self._gold: Counter[str] = Counter()
 
     def add(self, pred: str, gold: str) -> None:
         pred, gold = str(pred), str(gold)
         self.documents += 1
+        self._gold[gold] += 1
         if pred == gold:
             self._correct += 1
             self._tp[gold] += 1
@@ -253,6 +263,7 @@ class ClassificationScores(TaskScores):
             "accuracy": _ratio(self._correct, self.documents),
             "macro_f1": _mean(list(per_label.values())),
             "f1_per_label": per_label,
+            "majority_accuracy": _ratio(max(self._gold.values(), default=0), self.documents),
             "documents": self.documents,
         }
 

@@ -17,7 +17,11 @@ class Record:
     ``(start, end)``, end exclusive, or None when the source has no gold. ``text``
     and ``offsets`` (character ``(start, end)`` per token) are present when the
     tokens came from raw text, so highlights map back onto it. ``source`` is where
-    the document was read (``file:line``), for error messages.
+    the document was read (``file:line``), for error messages. ERASER documents
+    also carry their ``docid``, their ``query`` (tokens the model reads before the
+    document, never part of a rationale) and ``evidence``: the gold spans as
+    annotated (they may overlap or be empty), which span-level scores count one by
+    one; ``rationale`` is their union.
     """
 
     id: str
@@ -27,10 +31,17 @@ class Record:
     text: str | None = None
     offsets: list[Span] | None = None
     source: str | None = None
+    docid: str | None = None
+    query: list[str] | None = None
+    evidence: list[Span] | None = None
 
     @property
     def where(self) -> str:
         return self.source or f"document {self.id!r}"
+
+    def gold_spans(self) -> list[Span] | None:
+        """The gold spans as annotated (``evidence``), else the rationale's."""
+        return self.evidence if self.evidence is not None else self.rationale
 
     def gold_mask(self) -> list[int] | None:
         """0/1 per token from the gold spans, or None without gold."""

@@ -17,6 +17,7 @@ import torch
 from rich.console import Console
 
 from rationale_cli import datasets
+from rationale_cli.batching import model_tokens
 from rationale_cli.callbacks import ConsoleReport, RunDirectory, TimeLimit
 from rationale_cli.checkpoint import RESUME, data_fingerprint, load_checkpoint
 from rationale_cli.config import TrainConfig
@@ -45,7 +46,8 @@ def split_validation(records: list[Record], fraction: float) -> tuple[list[Recor
 def training_data(config: TrainConfig) -> tuple[list[Record], list[Record]]:
     """The training and validation documents: ``valid`` when given, else the data's own
     validation split (demo, ERASER), else a held-out share of the training data."""
-    reader = dict(fmt=config.format, aspect=config.aspect, text_col=config.text_col, label_col=config.label_col)
+    reader = dict(fmt=config.format, aspect=config.aspect, text_col=config.text_col, label_col=config.label_col,
+                  query=config.query)
     train = datasets.load(config.data, "train", **reader)
     if config.valid:
         return train, datasets.load(config.valid, "valid", **reader)
@@ -77,7 +79,7 @@ def new_model(config: TrainConfig, train: list[Record], valid: list[Record], con
     task = infer_task([r.label for r in train], config.task)
     task.targets(train)
     task.targets(valid)
-    vocab = Vocab.build((r.tokens for r in train), min_freq=config.min_freq, max_size=config.max_vocab)
+    vocab = Vocab.build((model_tokens(r) for r in train), min_freq=config.min_freq, max_size=config.max_vocab)
     vectors = None
     if config.embeddings:
         vectors, info = load_vectors(config.embeddings, vocab)

@@ -9,6 +9,8 @@ The format comes from the ``--out`` extension (``.jsonl``/``.json``, ``.csv``,
   rationale, spans, char_spans, token_scores``: the rationale as text (its pieces
   joined with " … "), the others as JSON; probabilities for classification runs, a
   label column when the first batch has labels.
+- eraser: ERASER's results format (``rationale_cli.eraser_results``), one line per
+  document with its faithfulness scores, which the official scorer reads as it is.
 - parquet: one row group per batch (:func:`parquet_schema`), written under a temporary
   name beside the target and renamed on close, so an interrupted run leaves nothing
   under the real name. Needs pyarrow.
@@ -36,7 +38,7 @@ from rationale_cli.output import prediction_json, to_json_line
 if TYPE_CHECKING:
     from rationale_cli.inference import Output
 
-OUTPUT_FORMATS = ("jsonl", "csv", "parquet")
+OUTPUT_FORMATS = ("jsonl", "csv", "parquet", "eraser")
 EXTENSIONS = {".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 CSV_COLUMNS = ("id", "prediction", "probabilities", "label", "rationale", "spans", "char_spans", "token_scores")
 
@@ -127,6 +129,16 @@ class TextWriter(Writer):
 class JsonLinesWriter(TextWriter):
     def write(self, outputs: list[Output]) -> None:
         self.handle.writelines(to_json_line(prediction_json(output)) for output in outputs)
+
+
+class EraserWriter(TextWriter):
+    """ERASER results lines; each output carries its scored document."""
+
+    def write(self, outputs: list[Output]) -> None:
+        from rationale_cli.eraser_results import results_line
+
+        self.handle.writelines(to_json_line(results_line(out.scored, out.record.docid or out.record.id))
+                               for out in outputs)
 
 
 class CsvWriter(TextWriter):
@@ -263,4 +275,4 @@ class ParquetOutput(Writer):
         self.files.__exit__(kind, error, trace)
 
 
-WRITERS = {"jsonl": JsonLinesWriter, "csv": CsvWriter, "parquet": ParquetOutput}
+WRITERS = {"jsonl": JsonLinesWriter, "csv": CsvWriter, "parquet": ParquetOutput, "eraser": EraserWriter}

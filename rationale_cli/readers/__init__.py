@@ -64,18 +64,23 @@ def is_beer_annotation(line: str) -> bool:
     return isinstance(obj, dict) and "x" in obj and "y" in obj
 
 
+def has_eraser_docs(folder: Path) -> bool:
+    """An ERASER dataset folder holds its documents in ``docs/`` or ``docs.jsonl``."""
+    return (folder / "docs").is_dir() or (folder / "docs.jsonl").is_file()
+
+
 def detect_format(path: str | Path) -> str:
     """The format of ``path`` from its name, its place and its first line."""
     path = Path(path)
     if path.is_dir():
-        if (path / "docs").is_dir():
+        if has_eraser_docs(path):
             return "eraser"
-        raise UserError(f"{path}: a directory without docs/, expected an ERASER dataset or a file")
+        raise UserError(f"{path}: a directory without docs/ or docs.jsonl, expected an ERASER dataset or a file")
     if not path.exists():
         raise UserError(f"{path}: no such file")
     name = path.name.lower()
     suffix = Path(name.removesuffix(".gz")).suffix
-    if suffix == ".jsonl" and (path.parent / "docs").is_dir():
+    if suffix == ".jsonl" and path.name != "docs.jsonl" and has_eraser_docs(path.parent):
         return "eraser"
     line = first_line(path)
     if BEER_NAME.match(name) or is_beer_line(line):
@@ -107,7 +112,7 @@ FORMATS: dict[str, Format] = {
                    lambda path, aspect, **_: iter_beer(path, aspect)),
     "beer-annotations": Format("Lei et al.'s annotations.json, gold rationale spans per aspect; needs --aspect",
                                lambda path, aspect, **_: iter_beer_annotations(path, aspect)),
-    "eraser": Format("an ERASER folder (train/val/test.jsonl + docs/) or one of its split files",
+    "eraser": Format("an ERASER folder (train/val/test.jsonl + docs/ or docs.jsonl) or one of its split files",
                      lambda path, split, **_: iter_eraser(path, split)),
     "jsonl": Format("one object a line: text or tokens, label or score, optional rationale token spans",
                     lambda path, id_field="id", **_: iter_jsonl(path, id_field)),

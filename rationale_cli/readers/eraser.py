@@ -1,19 +1,22 @@
 """ERASER datasets (DeYoung et al., 2020), read in their own directory layout.
 
-A dataset directory holds ``train.jsonl``, ``val.jsonl``, ``test.jsonl`` and
-``docs/``. Each ``docs/<docid>`` is pre-tokenized text; token indices count
-whitespace tokens over the whole file. Each annotation line names its document
+A dataset directory holds ``train.jsonl``, ``val.jsonl``, ``test.jsonl`` and the
+documents: ``docs/<docid>`` files, or one ``docs.jsonl`` of ``{"docid", "document"}``
+lines. Documents are pre-tokenized text; token indices count whitespace tokens
+over the whole document. Each annotation line names its document
 (``annotation_id``, or the ``docid`` of its evidences), its class
-(``classification``) and gold ``evidences``: groups of spans with
-``start_token``/``end_token`` (end exclusive). The gold rationale is the union
-of all evidence spans. Empty spans (start == end) are skipped: the official
-movies ``test.jsonl`` has 20 of them.
+(``classification``), an optional ``query`` (BoolQ, FEVER, MultiRC, CoS-E) and gold
+``evidences``: groups of spans with ``start_token``/``end_token`` (end exclusive).
+The gold rationale is the union of all evidence spans; the spans themselves are
+kept as ``evidence`` for span-level scores (empty ones too: the official movies
+``test.jsonl`` has 20, and ERASER's scorer counts them). Annotations over several
+documents (e-SNLI's premise and hypothesis) are refused.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from rationale_cli.errors import UserError, where
 from rationale_cli.readers.common import check_spans, iter_lines, merge_spans, parse_json_object
@@ -48,6 +51,36 @@ def read_doc(doc: Path, at: str) -> list[str]:
     return tokens
 
 
+def docs_jsonl(file: Path) -> dict[str, list[str]]:
+    """Every document of a ``docs.jsonl``: docid -> whitespace tokens."""
+    docs: dict[str, list[str]] = {}
+    for line_no, line in iter_lines(file):
+        if not line.strip():
+            continue
+        at = where(file, line_no)
+        obj = parse_json_object(line, at)
+        docid, text = obj.get("docid"), obj.get("document")
+        if not (isinstance(docid, str) and isinstance(text, str)):
+            raise UserError(f"{at}: expected a document line with 'docid' and 'document' strings")
+        if not text.split():
+            raise UserError(f"{at}: empty document, expected at least one token")
+        docs[docid] = text.split()
+    return docs
+
+
+def doc_reader(folder: Path) -> Callable[[str, str], list[str]]:
+    """Tokens of a document by id: from ``docs/`` or, without it, ``docs.jsonl``."""
+    if not (folder / "docs").is_dir() and (folder / "docs.jsonl").is_file():
+        docs = docs_jsonl(folder / "docs.jsonl")
+
+        def from_jsonl(docid: str, at: str) -> list[str]:
+            if docid not in docs:
+                raise UserError(f"{at}: document {docid!r} is not in {folder / 'docs.jsonl'}")
+            return docs[docid]
+        return from_jsonl
+    return lambda docid, at: read_doc(folder / "docs" / confined(docid, at), at)
+
+
 def evidence_spans(evidences, at: str) -> list[dict]:
     """The evidence dicts of all groups, checked for the keys we use."""
     flat = [ev for group in evidences for ev in (group if isinstance(group, list) else [group])]
@@ -75,7 +108,7 @@ def iter_eraser(path: str | Path, split: str | None = None) -> Iterator[Record]:
     ``train``) or one annotation file inside it (``split`` is then unused).
     """
     file = split_file(path, split)
-    docs = file.parent / "docs"
+    document = doc_reader(file.parent)
     for line_no, line in iter_lines(file):
         if not line.strip():
             continue
@@ -87,15 +120,32 @@ def iter_eraser(path: str | Path, split: str | None = None) -> Iterator[Record]:
                 f"{at}: expected an ERASER annotation with 'annotation_id', 'classification' and 'evidences'"
             )
         flat = evidence_spans(evidences, at)
-        docids = sorted({ev["docid"] for ev in flat})
+        docids = sorted({ev["docid"] for ev in flat} | set(listed_docids(obj, at)))
         if len(docids) > 1:
-            raise UserError(f"{at}: evidence from several documents ({', '.join(docids)}) is not supported")
-        tokens = read_doc(docs / confined(docids[0] if docids else annotation_id, at), at)
-        spans = [(ev["start_token"], ev["end_token"]) for ev in flat if ev["start_token"] != ev["end_token"]]
+            raise UserError(f"{at}: an annotation over several documents ({', '.join(docids)}, as in e-SNLI) "
+                            "is not supported: each annotation must read one document")
+        docid = docids[0] if docids else annotation_id
+        tokens = document(docid, at)
+        spans = [(ev["start_token"], ev["end_token"]) for ev in flat]
+        nonempty = check_spans([span for span in spans if span[0] != span[1]], len(tokens), at, "evidence")
+        query = obj.get("query")
         yield Record(
             id=annotation_id,
             tokens=tokens,
             label=label,
-            rationale=merge_spans(check_spans(spans, len(tokens), at, "evidence")),
+            rationale=merge_spans(nonempty),
             source=at,
+            docid=docid,
+            query=query.split() or None if isinstance(query, str) else None,
+            evidence=[span for span in spans if 0 <= span[0] <= span[1] <= len(tokens)],
         )
+
+
+def listed_docids(obj: dict, at: str) -> list[str]:
+    """The annotation's own ``docids`` list (null in most datasets)."""
+    docids = obj.get("docids")
+    if docids is None:
+        return []
+    if not (isinstance(docids, list) and all(isinstance(d, str) for d in docids)):
+        raise UserError(f"{at}: expected 'docids' to be a list of document ids or null")
+    return docids

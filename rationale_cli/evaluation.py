@@ -1,0 +1,74 @@
+"""What ``rationale evaluate`` and ``rationale score`` report: the toolkit's own
+scores (task metric, token precision/recall/F1, chance levels), ERASER's (the layout
+of its official score file, under ``eraser``) and, for a model, the faithfulness of
+its rationales; and one row of scores per document."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from rationale_cli.eraser_metrics import ScoredDocument, eraser_scores, iou_scores, tokens_of
+from rationale_cli.eraser_results import paired, read_predictions
+from rationale_cli.faithfulness import drop, faithfulness_summary, scored_documents
+from rationale_cli.inference import evaluate as model_metrics
+from rationale_cli.metrics import ClassificationScores, RationaleScores, RegressionScores, document_scores
+from rationale_cli.records import Record
+
+
+def mask(spans, length: int) -> list[int]:
+    chosen = tokens_of(spans)
+    return [int(i in chosen) for i in range(length)]
+
+
+def document_row(doc: ScoredDocument, extra: dict | None = None) -> dict:
+    """One document's scores: its token P/R/F1 (``rationale_cli.metrics`` conventions),
+    IOU-F1 at 0.5, prediction and gold label, and the faithfulness drops it has."""
+    own = document_scores(mask(doc.spans or [], doc.length), None if doc.gold is None else mask(doc.gold, doc.length))
+    row = {"id": doc.id, "label": doc.label, "prediction": doc.prediction, **own}
+    if doc.gold is not None:
+        row["iou_f1"] = iou_scores([doc])[0]["micro"]["f1"]
+    if doc.comprehensiveness is not None:
+        row["comprehensiveness"] = drop(doc.class_scores, doc.comprehensiveness, doc.prediction)
+        row["sufficiency"] = drop(doc.class_scores, doc.sufficiency, doc.prediction)
+    for name, value in (extra or {}).items():
+        row[f"predictor_on_{name}"] = drop(doc.class_scores, value, doc.prediction)
+    return row
+
+
+def evaluate_model(loaded, records: Sequence[Record], *, batch_size: int, device,
+                   faithfulness: bool = True) -> tuple[dict, list[dict]]:
+    """A trained run's metrics on labelled documents, and the per-document rows."""
+    metrics = model_metrics(loaded.model, loaded.vocab, loaded.task, records, batch_size=batch_size, device=device)
+    pairs = list(scored_documents(loaded.model, loaded.vocab, loaded.task, records, batch_size=batch_size,
+                                  device=device, faithfulness=faithfulness))
+    docs = [doc for doc, _ in pairs]
+    metrics["eraser"] = eraser_scores(docs)
+    metrics["faithfulness"] = faithfulness_summary(pairs)
+    return metrics, [document_row(doc, extra) for doc, extra in pairs]
+
+
+def own_scores(docs: Sequence[ScoredDocument], hard: bool) -> dict:
+    """The toolkit's task and token scores, from predictions read off a file."""
+    out: dict = {}
+    if all(d.prediction is not None and d.label is not None for d in docs):
+        task = (ClassificationScores(sorted({str(d.label) for d in docs}))
+                if isinstance(docs[0].prediction, str) else RegressionScores())
+        for d in docs:
+            task.add(d.prediction, d.label)
+        out.update(task.result())
+    if hard:
+        rationale = RationaleScores()
+        for d in docs:
+            rationale.add(mask(d.spans or [], d.length), None if d.gold is None else mask(d.gold, d.length))
+        out.update(rationale.result())
+    return out
+
+
+def score_file(predictions: str | Path, gold: Sequence[Record]) -> tuple[dict, list[dict]]:
+    """The scores of a predictions file (ERASER results or ``rationale predict`` lines)
+    against gold documents, and the per-document rows."""
+    lines = read_predictions(predictions)
+    docs = paired(lines, gold, str(predictions))
+    hard = all(doc.spans is not None for doc, _, _ in lines)
+    return {**own_scores(docs, hard), "eraser": eraser_scores(docs, hard=hard)}, [document_row(d) for d in docs]
