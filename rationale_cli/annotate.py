@@ -33,7 +33,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 from rationale_cli.atomic import text_output, writable_target, write_text_atomic
 from rationale_cli.errors import UserError
-from rationale_cli.faithfulness import scored_documents
+from rationale_cli.evaluation.faithfulness import scored_documents
 from rationale_cli.inference import Output, chunks, run as run_model
 from rationale_cli.records import Record
 from rationale_cli.rundir import WEIGHTS, Run

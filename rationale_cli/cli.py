@@ -482,7 +482,7 @@ def evaluate(
     """Task metric, token precision/recall/F1 against gold rationales with chance levels,
     ERASER's metrics and the faithfulness of the rationales."""
     from rationale_cli import datasets
-    from rationale_cli.evaluation import evaluate_model
+    from rationale_cli.evaluation.scoring import evaluate_model
 
     check_at_least("--batch-size", batch_size, 1)
     for target in (json_out, per_document):
@@ -513,7 +513,7 @@ def score(
     """Score an existing predictions file against gold, without a model: token and span
     agreement, soft-score metrics and, from the scores the file holds, faithfulness."""
     from rationale_cli import datasets
-    from rationale_cli.evaluation import score_file
+    from rationale_cli.evaluation.scoring import score_file
 
     for target in (json_out, per_document):
         if target is not None and str(target) != "-":
@@ -553,7 +553,8 @@ def demo(
                        highlight=False, soft_wrap=True)
         train(out=workdir, config=None, force=out is None, resume=False, **options)
         stderr().rule("2/3  evaluate on the test split")
-        evaluate(run=workdir, data="demo", format="auto", aspect=None, json_out=None, batch_size=64, device="auto")
+        evaluate(run=workdir, data="demo", format="auto", aspect=None, split="test", json_out=None,
+                 per_document=None, faithfulness=True, batch_size=64, device="auto")
         stderr().rule("3/3  explain three test reviews")
         explain(run=workdir, text=None, input="demo", format="auto", aspect=None, limit=3, html=None, device="auto")
     finally:

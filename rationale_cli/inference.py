@@ -8,8 +8,8 @@ from typing import Iterable, Iterator
 import torch
 
 from rationale_cli.batching import make_batch
-from rationale_cli.eraser_metrics import ScoredDocument
-from rationale_cli.metrics import RationaleScores
+from rationale_cli.evaluation.eraser import ScoredDocument
+from rationale_cli.evaluation.metrics import RationaleScores
 from rationale_cli.records import Record
 from rationale_cli.task import Task
 from rationale_cli.vocab import UNK, Vocab

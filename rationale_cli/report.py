@@ -22,7 +22,7 @@ from models.budget import Budget, top_k_mask
 from rationale_cli import datasets
 from rationale_cli.errors import UserError
 from rationale_cli.inference import Output, run as run_model
-from rationale_cli.metrics import RationaleScores
+from rationale_cli.evaluation.metrics import RationaleScores
 from rationale_cli.plots import Curve, Panel, Series, precision_size_figure, save_png, svg, training_figure
 from rationale_cli.render import document_item, escape, html_document, html_legend, html_page, html_summary
 from rationale_cli.rundir import Run, read_json

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from rationale_cli.errors import UserError
-from rationale_cli.metrics import ClassificationScores, RegressionScores
+from rationale_cli.evaluation.metrics import ClassificationScores, RegressionScores
 from rationale_cli.records import Record
 
 

@@ -9,7 +9,7 @@ The format comes from the ``--out`` extension (``.jsonl``/``.json``, ``.csv``,
   rationale, spans, char_spans, token_scores``: the rationale as text (its pieces
   joined with " … "), the others as JSON; probabilities for classification runs, a
   label column when the first batch has labels.
-- eraser: ERASER's results format (``rationale_cli.eraser_results``), one line per
+- eraser: ERASER's results format (``rationale_cli.evaluation.results``), one line per
   document with its faithfulness scores, which the official scorer reads as it is.
 - parquet: one row group per batch (:func:`parquet_schema`), written under a temporary
   name beside the target and renamed on close, so an interrupted run leaves nothing
@@ -135,7 +135,7 @@ class EraserWriter(TextWriter):
     """ERASER results lines; each output carries its scored document."""
 
     def write(self, outputs: list[Output]) -> None:
-        from rationale_cli.eraser_results import results_line
+        from rationale_cli.evaluation.results import results_line
 
         self.handle.writelines(to_json_line(results_line(out.scored, out.record.docid or out.record.id))
                                for out in outputs)

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from rationale_cli.metrics import (
+from rationale_cli.evaluation.metrics import (
     ClassificationScores,
     RationaleScores,
     RegressionScores,
@@ -74,8 +74,17 @@ def test_nothing_selected_with_gold():
     assert result["selection_rate"] == 0.0
     assert result["precision"] is None and result["precision_macro"] is None
     assert result["recall"] == 0.0 and result["recall_macro"] == 0.0
-    assert result["f1"] is None
-    assert result["f1_macro"] == 0.0
+    assert result["f1"] == 0.0 and result["f1_macro"] == 0.0  # F1 (Dice) is 0 with gold and nothing selected
+
+
+def test_chance_levels_and_documents_with_empty_gold():
+    scores = RationaleScores()
+    scores.add([1, 0, 0, 0], [1, 1, 0, 0])
+    scores.add([1, 0], [0, 0])  # annotated, nothing marked: counts for precision, not as a document with gold
+    scores.add([1, 1, 1], None)
+    result = scores.result()
+    assert result["documents_with_gold"] == 1 and result["documents"] == 3
+    assert result["precision"] == 0.5 and result["gold_share"] == 2 / 6
 
 
 def test_regression_scores():
@@ -83,7 +92,10 @@ def test_regression_scores():
     for pred, gold in [(0.5, 0.7), (0.2, 0.2), (1.0, 0.6)]:
         scores.add(pred, gold)
     result = scores.result()
-    assert result == {"mse": approx((0.04 + 0.16) / 3), "mae": approx(0.2), "documents": 3}
+    gold_mean = (0.7 + 0.2 + 0.6) / 3
+    chance = sum((g - gold_mean) ** 2 for g in (0.7, 0.2, 0.6)) / 3  # always predicting the mean
+    assert result == {"mse": approx((0.04 + 0.16) / 3), "mae": approx(0.2), "mse_of_mean": approx(chance),
+                      "documents": 3}
     assert RegressionScores().result()["mse"] is None
 
 
@@ -97,6 +109,7 @@ def test_classification_macro_f1_by_hand():
     assert result["f1_per_label"] == {"pos": approx(2 / 3), "neg": approx(4 / 5), "neu": 0.0}
     assert result["macro_f1"] == approx(22 / 45)
     assert result["accuracy"] == approx(4 / 6)
+    assert result["majority_accuracy"] == approx(3 / 6)  # gold: pos 3, neg 3
     assert result["documents"] == 6
     assert ClassificationScores(["a"]).result()["accuracy"] is None
 

@@ -2,7 +2,6 @@
 
 import re
 from html.parser import HTMLParser
-from pathlib import Path
 
 import pytest
 import torch

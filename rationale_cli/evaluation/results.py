@@ -17,7 +17,7 @@ import math
 from pathlib import Path
 from typing import Sequence
 
-from rationale_cli.eraser_metrics import ScoredDocument
+from rationale_cli.evaluation.eraser import ScoredDocument
 from rationale_cli.errors import UserError, where
 from rationale_cli.readers.common import iter_lines, parse_json_object
 from rationale_cli.records import Record
@@ -181,9 +181,9 @@ def paired(predictions: Sequence[tuple[ScoredDocument, str | None, str]], gold: 
     gold_ids = {r.id for r in gold}
     extra = [doc.id for doc, _, _ in predictions if doc.id not in gold_ids]
     if missing or extra:
-        detail = (f"{len(missing)} gold document(s) without a prediction (first: {missing[0]!r})" if missing
-                  else f"{len(extra)} prediction(s) for ids not in the gold (first: {extra[0]!r})")
-        raise UserError(f"{source}: the prediction ids do not match the gold documents: {detail}")
+        detail = [f"{len(missing)} gold document(s) without a prediction (first: {missing[0]!r})"] if missing else []
+        detail += [f"{len(extra)} prediction(s) for ids not in the gold (first: {extra[0]!r})"] if extra else []
+        raise UserError(f"{source}: the prediction ids do not match the gold documents: {'; '.join(detail)}")
     docs = []
     for record in gold:
         doc, docid, at = by_id[record.id]

@@ -8,11 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from rationale_cli.eraser_metrics import ScoredDocument, eraser_scores, iou_scores, tokens_of
-from rationale_cli.eraser_results import paired, read_predictions
-from rationale_cli.faithfulness import drop, faithfulness_summary, scored_documents
+from rationale_cli.evaluation.eraser import ScoredDocument, eraser_scores, iou_scores, tokens_of
+from rationale_cli.evaluation.results import paired, read_predictions
+from rationale_cli.evaluation.faithfulness import drop, faithfulness_summary, scored_documents
 from rationale_cli.inference import evaluate as model_metrics
-from rationale_cli.metrics import ClassificationScores, RationaleScores, RegressionScores, document_scores
+from rationale_cli.evaluation.metrics import ClassificationScores, RationaleScores, RegressionScores, document_scores
 from rationale_cli.records import Record
 
 
@@ -22,7 +22,7 @@ def mask(spans, length: int) -> list[int]:
 
 
 def document_row(doc: ScoredDocument, extra: dict | None = None) -> dict:
-    """One document's scores: its token P/R/F1 (``rationale_cli.metrics`` conventions),
+    """One document's scores: its token P/R/F1 (``rationale_cli.evaluation.metrics`` conventions),
     IOU-F1 at 0.5, prediction and gold label, and the faithfulness drops it has."""
     own = document_scores(mask(doc.spans or [], doc.length), None if doc.gold is None else mask(doc.gold, doc.length))
     row = {"id": doc.id, "label": doc.label, "prediction": doc.prediction, **own}

@@ -7,7 +7,7 @@ Agreement with a human rationale, from hard predictions (token and span sets):
 - ``token_prf``: token precision/recall/F1. ``instance_micro`` counts tokens over all
   documents; ``instance_macro`` averages per-document P, R and F1 over the documents
   that have gold tokens or selected tokens, a document selecting nothing having P = 0
-  and one with empty gold R = 0 (``rationale_cli.metrics`` leaves such documents out
+  and one with empty gold R = 0 (``rationale_cli.evaluation.metrics`` leaves such documents out
   instead: its ``precision_macro`` etc.).
 - ``rationale_prf``: the same over whole spans, a predicted span counting only when it
   equals an annotated span exactly.

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from rationale_cli.batching import make_batch
-from rationale_cli.eraser_metrics import AOPC_THRESHOLDS, ScoredDocument, mean
+from rationale_cli.evaluation.eraser import AOPC_THRESHOLDS, ScoredDocument, mean
 from rationale_cli.inference import chunks
 from rationale_cli.records import Record, mask_to_spans
 from rationale_cli.task import Task
