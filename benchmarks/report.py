@@ -236,7 +236,61 @@ def write_report() -> None:
         ["variant", "encoder", "emb / hidden", "documents", "threads", "docs / s", "peak MB"],
         lambda r: [r["variant"], r["encoder"], f"{r.get('embedding_dim', 200)} / {r.get('hidden_size', 200)}",
                    f"{r['documents']:,}", r["threads"], f"{r['docs_per_s']:,.0f}", f"{r['peak_mb']:,.0f}"])
+    out += eraser_section(rows)
     REPORT.write_text("\n".join(out))
+
+
+def eraser_section(rows: list[dict]) -> list[str]:
+    """ERASER movies: every metric of each run, and how closely our scorer agrees."""
+    chosen = [r for r in rows if r.get("benchmark") == "eraser"]
+    if not chosen:
+        return []
+
+    def pct(x):
+        return "-" if x is None else f"{100 * x:.1f}"
+
+    def num(x):
+        return "-" if x is None else f"{x:.3f}"
+    lines = ["## ERASER movies: agreement with human rationales and faithfulness", "",
+             "`benchmarks/eraser.py`: trained on the movies train split (1,600 reviews, validation on val), GloVe",
+             "6B 50-d subset, tested on the 199 test reviews with ERASER's comprehensive rationales (gold tokens",
+             "are `gold %` of the test tokens: the precision of a random selection). `rationale predict",
+             "--output-format eraser` wrote the results file and `rationale score` scored it. Token F1 and IOU F1",
+             "(threshold 0.5) are ERASER's macro averages, span F1 the exact-match micro F1; AUPRC is from",
+             "`token_scores`; comprehensiveness, sufficiency and their AOPC (bins 1, 5, 10, 20, 50%) rerun the",
+             "whole model on altered documents; `pred. on r` / `pred. on ¬r` are the predictor alone on the",
+             "rationale mask and on its complement (drops of p(y|x)). Accuracy beside the majority class share.",
+             "",
+             "| extractor | encoder | budget | epochs | accuracy (majority) | selected % | gold % | precision % "
+             "| token F1 | IOU F1 | span F1 | AUPRC | AP | ROC-AUC | comp. | suff. | comp. AOPC | suff. AOPC "
+             "| pred. on r | pred. on ¬r |",
+             "|" + "---|" * 20]
+    for r in chosen:
+        lines.append(
+            f"| {r['extractor']} | {r['encoder']} | {r['budget'] or '-'} | {r['epochs']} | {pct(r['accuracy'])} "
+            f"({pct(r['majority_accuracy'])}) | {pct(r['selection_rate'])} | {pct(r['gold_share'])} "
+            f"| {pct(r['precision'])} | {num(r['token_f1_macro'])} | {num(r['iou_f1_macro'])} | {num(r['span_f1'])} "
+            f"| {num(r['auprc'])} | {num(r['average_precision'])} | {num(r['roc_auc'])} "
+            f"| {num(r['comprehensiveness'])} | {num(r['sufficiency'])} | {num(r['comprehensiveness_aopc'])} "
+            f"| {num(r['sufficiency_aopc'])} | {num(r['predictor_on_rationale'])} "
+            f"| {num(r['predictor_on_complement'])} |")
+    lines += ["", "Agreement of `rationale score` with `rationale evaluate` on the same run, and with ERASER's",
+              "official scorer (`rationale_benchmark/metrics.py` of jayded/eraserbenchmark, sklearn 1.x) on the",
+              "same results file and on a file of random predictions (several spans per review, some exact gold",
+              "spans, soft scores in steps of 0.1 so that many tie, random class and faithfulness scores):", ""]
+    for r in chosen:
+        for name, check in r["checks"].items():
+            missing = f", keys missing: {', '.join(check['missing'])}" if check["missing"] else ""
+            lines.append(f"- {r['extractor']}, {name.replace('_', ' ')}: {check['values']} values, largest "
+                         f"difference {check['max_abs_diff']:.1e}{missing}")
+    lines += ["", "Commands:", ""]
+    lines += sorted({f"- `{r['script']}` (commit {r['commit']}); train: `{r['command']}`" for r in chosen})
+    lines += ["", "Published ERASER rows for movies exist (DeYoung et al., 2020, Table 4: Lei et al.'s",
+              "select-then-predict pipeline and Lehman et al.'s BERT pipeline for hard rationales; Table 5:",
+              "GloVe+LSTM and BERT with attention, gradients, LIME for soft scores). Their figures are not",
+              "quoted here: the paper is not among this project's sources to check them against, and those",
+              "models are LSTMs and BERT, not the extractors above.", ""]
+    return lines
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import torch
 from rationale_cli.config import TrainConfig, resolve
 from rationale_cli.devices import resolve_device
 from rationale_cli.errors import UserError
-from rationale_cli.inference import Output, evaluate as evaluate_records, run as run_model
+from rationale_cli.inference import Output, run as run_model
 from rationale_cli.output import prediction_json
 from rationale_cli.records import Record
 from rationale_cli.task import Task
@@ -166,22 +166,22 @@ class Model:
         return [Rationale.of(out) for out in outputs]
 
     def evaluate(self, data: str | Path | Sequence[Document], *, format: str = "auto", aspect: int | None = None,
-                 batch_size: int = 64) -> dict:
-        """The metrics of ``rationale evaluate``: the task metric, the selection rate and token
-        precision/recall/F1 against gold rationales. ``data``: what ``rationale evaluate``
-        reads (a path or 'demo'; its test split), or labelled documents."""
+                 split: str = "test", faithfulness: bool = True, batch_size: int = 64) -> dict:
+        """The metrics of ``rationale evaluate``: the task metric, the selection rate, token
+        precision/recall/F1 against gold rationales with chance levels, ERASER's metrics
+        (``eraser``) and, with ``faithfulness``, the reruns' scores (``faithfulness``).
+        ``data``: what ``rationale evaluate`` reads (a path or 'demo'; its ``split``), or
+        labelled documents."""
         from rationale_cli import datasets
+        from rationale_cli.evaluation.scoring import evaluate_model
 
         if isinstance(data, (str, Path)):
-            records = list(datasets.run_documents(str(data), self.config, fmt=format, aspect=aspect))
+            records = list(datasets.run_documents(str(data), self.config, fmt=format, aspect=aspect, split=split))
         else:
             records = as_records(data)
         if not records:
             raise UserError("nothing to evaluate: no documents")
-        unlabelled = [r.id for r in records if r.label is None]
-        if unlabelled:
-            raise UserError(f"document {unlabelled[0]}: no label; evaluate needs a label or score per document")
-        return evaluate_records(self.model, self.vocab, self.task, records, batch_size=batch_size, device=self.device)
+        return evaluate_model(self, records, batch_size=batch_size, device=self.device, faithfulness=faithfulness)[0]
 
 
 def load(path: str | Path, device: str = "auto") -> Model:

@@ -1,4 +1,4 @@
-"""The ``rationale`` command: train, predict, merge, explain, evaluate, score, report, demo.
+"""The ``rationale`` command: train, predict, merge, vectors, explain, evaluate, score, report, demo.
 
 Thin by design: commands parse options, call library functions and print with
 rich. Progress and logs go to stderr, data to stdout or files. A user error
@@ -355,8 +355,9 @@ def signal_name(number: int) -> str:
 
 
 @contextlib.contextmanager
-def progress_reporter(console: Console, total: int | None, every: float = 10.0):
-    """``advance(n)`` for the documents done: a bar with percentage and ETA on a terminal
+def progress_reporter(console: Console, total: int | None, every: float = 10.0, doing: str = "predicting",
+                      unit: str = "documents"):
+    """``advance(n)`` for the units done: a bar with percentage and ETA on a terminal
     (a spinner without ``total``), else a plain line every ``every`` seconds."""
     import time
 
@@ -373,18 +374,18 @@ def progress_reporter(console: Console, total: int | None, every: float = 10.0):
                 rate = state["done"] / (now - state["start"])
                 share = f" of {total:,} ({100 * state['done'] / total:.0f}%)" if total else ""
                 eta = f", {max(total - state['done'], 0) / rate:,.0f}s left" if total and rate else ""
-                console.print(f"predicting: {state['done']:,}{share} documents, {rate:,.0f}/s{eta}",
-                              highlight=False)
+                speed = f"{rate:,.0f}" if rate >= 10 else f"{rate:.2g}"
+                console.print(f"{doing}: {state['done']:,}{share} {unit}, {speed}/s{eta}", highlight=False)
 
         yield advance
         return
-    columns = [SpinnerColumn(), TextColumn("{task.description}"), TextColumn("{task.completed:,} documents"),
+    columns = [SpinnerColumn(), TextColumn("{task.description}"), TextColumn("{task.completed:,} " + unit),
                TimeElapsedColumn()]
     if total:
         columns = [TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
                    TextColumn("{task.completed:,}/{task.total:,}"), TimeRemainingColumn()]
     with Progress(*columns, console=console, transient=True) as bar:
-        job = bar.add_task("predicting", total=total)
+        job = bar.add_task(doing, total=total)
         yield lambda n: bar.update(job, advance=n)
 
 
@@ -408,6 +409,43 @@ def merge(
     writable_target(out)
     count = merge_parts(parts, out, window)
     stderr().print(f"wrote {count:,} predictions to {out}", highlight=False)
+
+
+@app.command(cls=Command)
+@friendly
+def vectors(
+    corpus: list[str] = typer.Argument(..., help="Unlabeled text in any input format (several files: one corpus)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Vectors file to write, word2vec text (.gz: compressed)."),
+    format: str = typer.Option("auto", help=f"Input format: {FORMAT_HELP}."),
+    text_col: str = typer.Option("text", help="CSV/TSV text column."),
+    dim: int = typer.Option(200, help="Vector size."),
+    window: int = typer.Option(5, help="Context words on each side."),
+    min_count: int = typer.Option(2, help="Leave out words seen fewer times."),
+    epochs: int = typer.Option(10, help="Passes over the corpus."),
+    seed: int = typer.Option(0, help="Random seed (one worker thread: the same vectors every run)."),
+    force: bool = typer.Option(False, "--force", metavar="", help="Replace an existing --out."),
+):
+    """Train domain word vectors (word2vec skip-gram) on unlabeled text, for `train --embeddings`.
+
+    Needs gensim: pip install "rationale-cli[vectors]". Repeated documents count once.
+    """
+    from rationale_cli import datasets
+    from rationale_cli.word2vec import VectorOptions, distinct_texts, import_gensim, train_vectors, write_vectors
+
+    for flag, value in (("--dim", dim), ("--window", window), ("--min-count", min_count), ("--epochs", epochs)):
+        check_at_least(flag, value, 1)
+    import_gensim()
+    if out.exists() and not force:
+        raise UserError(f"{out}: exists; use --force to replace it")
+    writable_target(out)
+    texts = distinct_texts(record for path in corpus
+                           for record in datasets.stream(path, "train", fmt=format, text_col=text_col, label_col=None))
+    stderr().print(f"{len(texts):,} distinct documents, {sum(map(len, texts)):,} tokens", highlight=False)
+    with progress_reporter(stderr(), epochs, doing="training word vectors", unit="epochs") as advance:
+        trained = train_vectors(texts, VectorOptions(dim, window, min_count, epochs, seed=seed),
+                                on_epoch=lambda _: advance(1))
+    write_vectors(trained, out)
+    stderr().print(f"wrote {len(trained):,} words x {dim} to {out}", highlight=False)
 
 
 @app.command(cls=Command)
@@ -490,9 +528,6 @@ def evaluate(
             writable_target(target)
     loaded, dev = load_for_inference(run, device)
     records = list(datasets.run_documents(data, loaded.config, fmt=format, aspect=aspect, split=split))
-    unlabelled = sum(r.label is None for r in records)
-    if unlabelled:
-        raise UserError(f"{data}: {unlabelled} document(s) have no label; evaluate needs a label or score per document")
     metrics, rows = evaluate_model(loaded, records, batch_size=batch_size, device=dev, faithfulness=faithfulness)
     print_scores(metrics, f"{run.name} on {data}", json_out, per_document, rows)
 

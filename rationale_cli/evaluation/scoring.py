@@ -13,6 +13,7 @@ from rationale_cli.evaluation.results import paired, read_predictions
 from rationale_cli.evaluation.faithfulness import drop, faithfulness_summary, scored_documents
 from rationale_cli.inference import evaluate as model_metrics
 from rationale_cli.evaluation.metrics import ClassificationScores, RationaleScores, RegressionScores, document_scores
+from rationale_cli.errors import UserError
 from rationale_cli.records import Record
 
 
@@ -38,7 +39,12 @@ def document_row(doc: ScoredDocument, extra: dict | None = None) -> dict:
 
 def evaluate_model(loaded, records: Sequence[Record], *, batch_size: int, device,
                    faithfulness: bool = True) -> tuple[dict, list[dict]]:
-    """A trained run's metrics on labelled documents, and the per-document rows."""
+    """A trained run's (``model``, ``vocab``, ``task``) metrics on labelled documents, and the
+    per-document rows."""
+    unlabelled = [r for r in records if r.label is None]
+    if unlabelled:
+        raise UserError(f"{unlabelled[0].where}: no label ({len(unlabelled)} such document(s)); evaluate needs "
+                        "a label or score per document")
     metrics = model_metrics(loaded.model, loaded.vocab, loaded.task, records, batch_size=batch_size, device=device)
     pairs = list(scored_documents(loaded.model, loaded.vocab, loaded.task, records, batch_size=batch_size,
                                   device=device, faithfulness=faithfulness))
