@@ -125,7 +125,7 @@ def main() -> None:
 
     for extractor in args.extractors:
         run = runs / extractor
-        budget = ["--budget", args.budget] if "budget" in {s.name for s in specs(selector_class(extractor).Options)} else []
+        budget = ["--budget", args.budget] if "budget" in specs(selector_class(extractor).Options) else []
         train_cmd, seconds = rationale("train", "--data", str(data), "--out", str(run), "--force", "--extractor", extractor,
                                        "--encoder", args.encoder, "--embeddings", str(vectors), "--epochs", str(args.epochs),
                                        "--seed", str(args.seed), *budget)

@@ -75,6 +75,13 @@ class TrainConfig:
     clip: float = option(5.0, "Gradient norm clipping, 0 = off.", low=0.0, panel=TRAINING)
     patience: int = option(5, "Early stopping after this many epochs without improvement, 0 = off.", low=0,
                            panel=TRAINING)
+    keep: str = option("best-loss", "The epoch whose weights are kept: best-loss (lowest validation loss) or "
+                       "best-loss-at-rate (the lowest among epochs whose decoded validation selection rate is "
+                       "within --rate-tolerance of the --budget target; extractors that hold a rate).",
+                       choices=("best-loss", "best-loss-at-rate"), panel=TRAINING)
+    rate_tolerance: float = option(0.02, "How far from the target (a share: 0.02 = 2 points) a kept epoch's "
+                                   "validation rate may be, with --keep best-loss-at-rate.", low=0.0, high=1.0,
+                                   panel=TRAINING)
     time_limit: float = option(0.0, "Minutes of training at most: no epoch is started that the slowest one "
                                "so far says would end later, 0 = off.", low=0.0, panel=TRAINING)
     seed: int = option(0, "Random seed.", low=0, panel=TRAINING)
@@ -89,6 +96,20 @@ class TrainConfig:
             self.fix_embeddings = bool(self.embeddings)
         if self.options is None:
             self.options = cls.Options()
+
+    def rate_target(self) -> float | None:
+        """The selection rate the extractor holds in training (a share), else None."""
+        spec = specs(type(self.options)).get("budget")
+        budget = getattr(self.options, "budget", None)
+        holds = spec is not None and (spec.role or "").startswith("target held in training") and (
+            spec.requires is None or getattr(self.options, spec.requires))
+        return budget.share if holds and budget.share is not None else None
+
+    def keep_rule(self):
+        """The rule choosing the kept epoch (:class:`rationale_cli.fit.Keep`)."""
+        from rationale_cli.fit import Keep
+
+        return Keep() if self.keep == "best-loss" else Keep(self.rate_target(), self.rate_tolerance)
 
     def extractor_options(self) -> dict[str, Any]:
         """The extractor's options, for :func:`models.selectors.build_selector`."""
@@ -136,7 +157,11 @@ def from_values(values: dict[str, Any], given: set[str] | None = None, ranges: b
         options = selector_class(extractor).Options.create(own, given=set(given or ()) & set(own))
     except OptionError as err:
         raise err.of(extractor) from None
-    return TrainConfig(**general, options=options)
+    config = TrainConfig(**general, options=options)
+    if config.keep == "best-loss-at-rate" and config.rate_target() is None:
+        raise OptionError("keep", config.keep, "best-loss (best-loss-at-rate needs a selection rate held in "
+                          "training: a share as --budget, and --lagrangian for bernoulli)", extractor=extractor)
+    return config
 
 
 def with_aliases(values: dict[str, Any]) -> dict[str, Any]:

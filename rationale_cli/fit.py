@@ -63,6 +63,27 @@ def training_step(model, task: Task, batch: Batch, optimizer: torch.optim.Optimi
     return value, selection
 
 
+@dataclass(frozen=True)
+class Keep:
+    """Which validation epoch is the best, the one whose weights are kept: the lowest
+    validation loss (``target`` None), or with a selection-rate ``target`` the lowest
+    loss among epochs whose decoded validation rate lies within ``tolerance`` of it
+    (an epoch off the target ranks after every epoch on it, and nearer is better)."""
+
+    target: float | None = None
+    tolerance: float = 0.02
+
+    def key(self, valid: dict) -> tuple:
+        if self.target is None:
+            return 0, valid["loss"]
+        off = abs(valid["selection_rate"] - self.target)
+        return (0, valid["loss"]) if off <= self.tolerance + 1e-12 else (1, off)
+
+    def describe(self) -> str:
+        return ("validation loss" if self.target is None else
+                f"validation loss at a selection rate within {self.tolerance:g} of {self.target:g}")
+
+
 class Diverged(FloatingPointError):
     """A non-finite value before any epoch finished: there is no model to keep."""
 
@@ -134,6 +155,7 @@ class Fit:
     processes: int = 1
     rank: int = 0
     random_states: list[dict] | None = None  # every process's, after an epoch of a distributed run
+    keep: Keep = Keep()
 
 
 def fit(
@@ -151,6 +173,7 @@ def fit(
     clip: float = DEFAULTS["clip"].default,
     lr_decay: float = DEFAULTS["lr_decay"].default,
     patience: int = DEFAULTS["patience"].default,
+    keep: Keep = Keep(),
     rng: random.Random | int = 0,
     callbacks: Sequence[Callback] = (),
     state: FitState | None = None,
@@ -160,8 +183,8 @@ def fit(
     ``epochs`` epochs in all (``state``, a resumed run's, counts the ones done). The
     optimizer defaults to Adam with ``lr`` and ``weight_decay``; ``rng`` (or its seed)
     orders the batches. The defaults are those of ``rationale train``. With
-    ``restore_best`` the model ends with the weights of its best validation epoch (else
-    with its last; ``state.best`` says which was best).
+    ``restore_best`` the model ends with the weights of its best validation epoch by the
+    ``keep`` rule (else with its last; ``state.best`` says which was best).
     Returns the final state; :class:`Diverged` when a value turns non-finite before any
     epoch finished (later, training stops and keeps the best epoch so far). Called by
     every process of a distributed run (a torch.distributed process group, see
@@ -178,7 +201,7 @@ def fit(
     net = wrap(model, device)
     batches = len(train) // (batch_size * processes) + (len(train) % (batch_size * processes) >= processes)
     run = Fit(model, vocab, task, optimizer, rng, device, epochs, batches, state or FitState(), callbacks, net,
-              processes, rank())
+              processes, rank(), keep=keep)
     state = run.state
     started, seconds_before = time.perf_counter(), state.train_seconds
     try:
@@ -204,7 +227,7 @@ def fit(
                         group["lr"] *= lr_decay
             state.train_seconds = seconds_before + time.perf_counter() - started
             if patience > 0 and state.stale >= patience:
-                state.stop = f"early stop: no improvement in validation loss for {state.stale} epochs"
+                state.stop = f"early stop: no improvement in {keep.describe()} for {state.stale} epochs"
             if distributed():
                 run.random_states = gather_random_states(device)
             for callback in run.callbacks:
@@ -255,7 +278,7 @@ def one_epoch(run: Fit, epoch: int, train: Sequence[Record], valid: Sequence[Rec
         raise FloatingPointError(metrics)
     best = run.state.best
     return Epoch(epoch, total / count, {k: v / count for k, v in stats.items()}, metrics,
-                 time.perf_counter() - started, best is None or metrics["loss"] < best["valid"]["loss"])
+                 time.perf_counter() - started, best is None or run.keep.key(metrics) < run.keep.key(best["valid"]))
 
 
 def validate(run: Fit, epoch: int, valid: Sequence[Record], batch_size: int) -> dict | str:

@@ -1,0 +1,61 @@
+"""Which epoch is kept: lowest validation loss, or lowest loss at the target selection rate."""
+
+import pytest
+import torch
+
+from rationale_cli import fit as fit_module
+from rationale_cli.config import from_values
+from rationale_cli.fit import Keep, fit
+from models.options import OptionError
+from tests.test_api import demo_parts
+
+# (validation loss, decoded validation selection rate) per epoch: the loss alone prefers
+# epoch 2, which selects half the text; epoch 3 is the best one near a 13% target
+HISTORY = [(0.050, 0.30), (0.040, 0.50), (0.045, 0.14), (0.047, 0.12)]
+
+
+def kept(rule: Keep, history=HISTORY) -> int:
+    best = None
+    for epoch, (loss, rate) in enumerate(history, 1):
+        valid = {"loss": loss, "selection_rate": rate}
+        if best is None or rule.key(valid) < rule.key(best[1]):
+            best = (epoch, valid)
+    return best[0]
+
+
+def test_the_rules_disagree_on_one_history():
+    assert kept(Keep()) == 2
+    assert kept(Keep(0.13, 0.02)) == 3
+    assert kept(Keep(0.13, 0.0)) == 1 + min(range(4), key=lambda i: abs(HISTORY[i][1] - 0.13))  # none on it: nearest
+    assert kept(Keep(0.13, 0.5)) == 2  # everything within: the loss decides
+
+
+def test_fit_keeps_the_weights_of_the_epoch_the_rule_picks(monkeypatch):
+    scripted = iter(HISTORY)
+
+    def validate(run, epoch, valid, batch_size):
+        loss, rate = next(scripted)
+        return {"loss": loss, "selection_rate": rate, "documents": len(valid)}
+
+    monkeypatch.setattr(fit_module, "validate", validate)
+    model, vocab, task, train, valid = demo_parts()
+    weights = []
+
+    class Snapshot(fit_module.Callback):
+        def on_epoch_end(self, run, result):
+            weights.append({k: v.clone() for k, v in run.model.state_dict().items()})
+
+    state = fit(model, vocab, task, train[:200], valid, epochs=4, batch_size=50, lr=0.01, patience=0,
+                keep=Keep(0.13, 0.02), callbacks=[Snapshot()])
+    assert state.best["epoch"] == 3
+    assert all(torch.equal(weights[2][k], v) for k, v in model.state_dict().items())
+
+
+def test_best_loss_at_rate_needs_an_extractor_holding_a_rate():
+    assert from_values({"extractor": "hardkuma", "keep": "best-loss-at-rate"}).keep_rule() == Keep(0.13, 0.02)
+    rule = from_values({"extractor": "bernoulli", "lagrangian": True, "budget": "0.07",
+                        "keep": "best-loss-at-rate", "rate_tolerance": 0.01}).keep_rule()
+    assert rule == Keep(0.07, 0.01)
+    for values in ({"extractor": "bernoulli"}, {"extractor": "simple"}, {"extractor": "hardkuma", "budget": "10"}):
+        with pytest.raises(OptionError, match="best-loss-at-rate needs"):
+            from_values({**values, "keep": "best-loss-at-rate"})
