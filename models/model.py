@@ -15,6 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from models.architectures import build_architecture
+from models.budget import Budget, top_k_mask
 from models.selection import Selection, Selector
 from models.selectors import build_selector, selector_class
 
@@ -52,6 +53,9 @@ class RationaleModel(nn.Module):
             self.selector = extractor(states, **(extractor_options or {}))
         self.predictor_encoder = parts.predictor_encoder
         self.output = parts.output
+        # test-time rate: with a Budget, decoding keeps each document's best-scored tokens
+        # (that share or count) instead of the extractor's own decision
+        self.test_rate: Budget | None = None
 
     def states(self, emb: Tensor, mask: Tensor) -> Tensor | None:
         if self.selector_encoder is None:
@@ -86,6 +90,8 @@ class RationaleModel(nn.Module):
         states = self.states(emb, mask)
         selectable = mask if visible is None else mask - visible
         z, scores = self.selector.decode_with_scores(states, selectable)
+        if self.test_rate is not None:
+            z = top_k_mask(scores, selectable, self.test_rate.tokens(selectable))
         z, scores = z * selectable, scores * selectable
         read = z if visible is None else z + visible
         return z, scores, self.predict_masked(emb, mask, read.unsqueeze(1))[:, 0]

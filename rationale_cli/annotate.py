@@ -190,10 +190,12 @@ class Job:
 
     def identity(self, run: Run) -> dict:
         source = Path(self.input)
+        rate = run.model.test_rate
         return {"input": file_identity(source) if source.is_file() else {"path": self.input},
                 "model": model_identity(run),
                 "options": {**self.reader, "batch_size": self.batch_size, "window": self.window,
-                            "shard": str(self.shard), "output_format": self.output_format}}
+                            "shard": str(self.shard), "output_format": self.output_format,
+                            **({"rate": str(rate)} if rate is not None else {})}}
 
 
 def annotate(job: Job, run: Run, records: Iterable[Record], device, *, force: bool = False,

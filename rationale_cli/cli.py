@@ -176,6 +176,8 @@ def shown_value(key: str, value) -> str:
         return f"{value:.5f}"
     if key in ("documents", "documents_with_gold"):
         return f"{value:,}"
+    if key == "test_rate":
+        return str(value)
     if key in ("transitions",):
         return f"{value:.2f}"
     return f"{100 * value:.1f}%"
@@ -187,7 +189,7 @@ def metrics_table(metrics: dict) -> Table:
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_column("chance", justify="right", style="dim")
-    order = ["mse", "mae", "accuracy", "macro_f1", "selection_rate", "precision", "recall", "f1",
+    order = ["mse", "mae", "accuracy", "macro_f1", "test_rate", "selection_rate", "precision", "recall", "f1",
              "precision_macro", "recall_macro", "f1_macro", "transitions", "documents", "documents_with_gold"]
     for key in order:
         if key in metrics:
@@ -248,6 +250,22 @@ def check_at_least(flag: str, value: int, low: int) -> None:
         raise UserError(f"{flag} {value}: expected an integer >= {low}")
 
 
+RATE_HELP = ("Hold each document's rationale at this size: a share of its tokens (0.13) or a count (10), its "
+             "best-scored tokens (default: the extractor's own decoding).")
+
+
+def set_test_rate(loaded, rate: Optional[str]) -> None:
+    """Decode at ``rate`` (a budget: share or count) instead of the extractor's own decision."""
+    if rate is None:
+        return
+    from models.budget import Budget
+
+    try:
+        loaded.model.test_rate = Budget.parse(rate)
+    except ValueError as err:
+        raise UserError(f"--rate {err}") from None
+
+
 def load_for_inference(run: Path, device: str):
     from rationale_cli.devices import resolve_device
     from rationale_cli.rundir import load_run
@@ -277,6 +295,7 @@ def predict(
     shard: str = typer.Option("0/1", help="I/N: annotate windows I, I+N, I+2N, ... of the input, for N "
                               "processes or machines (see `rationale merge`)."),
     threads: int = typer.Option(0, help="CPU threads for torch (0: torch's default)."),
+    rate: Optional[str] = typer.Option(None, help=RATE_HELP),
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
     force: bool = typer.Option(False, "--force", metavar="", help="Replace an existing output (or an "
                                "interrupted run's) instead of refusing or continuing it."),
@@ -314,12 +333,15 @@ def predict(
     if engine == "dask":
         from rationale_cli import dask_engine
 
+        if rate is not None:
+            raise UserError("--rate is not available with --engine dask")
         count = dask_engine.annotate(input, str(run), out, scheduler=scheduler, text_col=text_col or "text",
                                      id_col=None if id_field == "id" else id_field, batch_size=batch_size,
                                      device="cpu" if device == "auto" else device)
         stderr().print(f"wrote {count:,} predictions to {out}", highlight=False)
         return
     loaded, dev = load_for_inference(run, device)
+    set_test_rate(loaded, rate)
     if fmt_out == "eraser" and loaded.task.name != "classification":
         raise UserError("--output-format eraser: ERASER results hold class scores; this model predicts a score "
                         "(a regression run)")
@@ -514,6 +536,7 @@ def evaluate(
     faithfulness: bool = typer.Option(True, "--faithfulness/--no-faithfulness", help="Rerun the model on the "
                                       "documents without their rationale, on the rationale alone and per AOPC "
                                       "bin (12 more passes)."),
+    rate: Optional[str] = typer.Option(None, help=RATE_HELP),
     batch_size: int = typer.Option(64, help="Documents per batch (at least 1)."),
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
 ):
@@ -527,6 +550,7 @@ def evaluate(
         if target is not None and str(target) != "-":
             writable_target(target)
     loaded, dev = load_for_inference(run, device)
+    set_test_rate(loaded, rate)
     records = list(datasets.run_documents(data, loaded.config, fmt=format, aspect=aspect, split=split))
     metrics, rows = evaluate_model(loaded, records, batch_size=batch_size, device=dev, faithfulness=faithfulness)
     print_scores(metrics, f"{run.name} on {data}", json_out, per_document, rows)
@@ -589,7 +613,7 @@ def demo(
         train(out=workdir, config=None, force=out is None, resume=False, **options)
         stderr().rule("2/3  evaluate on the test split")
         evaluate(run=workdir, data="demo", format="auto", aspect=None, split="test", json_out=None,
-                 per_document=None, faithfulness=True, batch_size=64, device="auto")
+                 per_document=None, faithfulness=True, rate=None, batch_size=64, device="auto")
         stderr().rule("3/3  explain three test reviews")
         explain(run=workdir, text=None, input="demo", format="auto", aspect=None, limit=3, html=None, device="auto")
     finally:

@@ -49,6 +49,8 @@ def evaluate_model(loaded, records: Sequence[Record], *, batch_size: int, device
     pairs = list(scored_documents(loaded.model, loaded.vocab, loaded.task, records, batch_size=batch_size,
                                   device=device, faithfulness=faithfulness))
     docs = [doc for doc, _ in pairs]
+    if getattr(loaded.model, "test_rate", None) is not None:
+        metrics["test_rate"] = loaded.model.test_rate.to_json()  # the size asked for; selection_rate is the one reached
     metrics["eraser"] = eraser_scores(docs)
     metrics["faithfulness"] = faithfulness_summary(pairs)
     return metrics, [document_row(doc, extra) for doc, extra in pairs]

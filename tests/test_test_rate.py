@@ -1,0 +1,43 @@
+"""A test-time rate: decoding keeps each document's best-scored tokens at the size asked for."""
+
+import json
+
+import torch
+from typer.testing import CliRunner
+
+from rationale_cli.cli import app
+from models.budget import Budget
+from models.model import RationaleModel
+
+
+def test_decode_holds_each_documents_share_of_its_best_scored_tokens():
+    torch.manual_seed(0)
+    model = RationaleModel(30, 8, 8, 1, encoder="cnn", extractor="hardkuma").eval()
+    ids = torch.randint(2, 30, (2, 8))
+    mask = torch.tensor([[1.0] * 8, [1.0] * 4 + [0.0] * 4])
+    _, scores, _ = model.decode(ids, mask)
+    model.test_rate = Budget(0.25)
+    z, same_scores, _ = model.decode(ids, mask)
+    assert z.sum(-1).tolist() == [2.0, 1.0]  # round(0.25 * 8), round(0.25 * 4)
+    assert torch.equal(scores, same_scores)
+    for row in range(2):
+        chosen = z[row].nonzero().flatten()
+        others = ((z[row] == 0) & (mask[row] > 0)).nonzero().flatten()
+        assert scores[row, chosen].min() >= scores[row, others].max()
+    model.test_rate = Budget(count=3)
+    assert model.decode(ids, mask)[0].sum(-1).tolist() == [3.0, 3.0]
+
+
+def test_evaluate_reports_the_rate_asked_for_and_the_rate_reached(tmp_path):
+    runner = CliRunner()
+    run = tmp_path / "run"
+    result = runner.invoke(app, ["train", "--data", "demo", "--out", str(run), "--epochs", "1", "--encoder", "cnn",
+                                 "--embedding-dim", "8", "--hidden-size", "8"])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["evaluate", str(run), "demo", "--rate", "0.2", "--no-faithfulness", "--json",
+                                 str(tmp_path / "m.json")])
+    assert result.exit_code == 0, result.output
+    metrics = json.loads((tmp_path / "m.json").read_text())
+    assert metrics["test_rate"] == 0.2 and abs(metrics["selection_rate"] - 0.2) < 0.02
+    result = runner.invoke(app, ["evaluate", str(run), "demo", "--rate", "none"])
+    assert result.exit_code == 2 and "--rate" in result.output
