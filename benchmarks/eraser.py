@@ -9,7 +9,7 @@ file, and a file of random predictions (spans, tied soft scores, class and faith
 scores) as well, and the largest difference from ``rationale score`` is recorded.
 
     python benchmarks/eraser.py --data-dir ../shared/data --extractors attention hardkuma \\
-        --official /path/to/eraserbenchmark
+        --official /path/to/eraserbenchmark -- --batch-size 32 --lr 0.001
 
 Each extractor appends one line to benchmarks/results.jsonl (``benchmark: eraser``);
 RESULTS.md is then regenerated.
@@ -106,7 +106,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--official", type=Path, default=None, help="a checkout of jayded/eraserbenchmark")
     parser.add_argument("--runs", default=None, help="keep run directories here (default: a temporary folder)")
+    parser.add_argument("train_args", nargs=argparse.REMAINDER, help="after --: extra options for `rationale train`")
     args = parser.parse_args()
+    extra = [a for a in args.train_args if a != "--"]
     data = Path(args.data_dir).resolve() / "eraser_movies"
     vectors = Path(args.data_dir).resolve() / "glove_6B_50d_subset" / "glove.6B.50d.subset.txt.gz"
     runs = Path(args.runs) if args.runs else Path(tempfile.mkdtemp(prefix="eraser-runs-"))
@@ -128,7 +130,7 @@ def main() -> None:
         budget = ["--budget", args.budget] if "budget" in specs(selector_class(extractor).Options) else []
         train_cmd, seconds = rationale("train", "--data", str(data), "--out", str(run), "--force", "--extractor", extractor,
                                        "--encoder", args.encoder, "--embeddings", str(vectors), "--epochs", str(args.epochs),
-                                       "--seed", str(args.seed), *budget)
+                                       "--seed", str(args.seed), *budget, *extra)
         results = run / "test.results.jsonl"
         rationale("predict", str(run), str(data), "--output-format", "eraser", "--out", str(results), "--force")
         rationale("score", str(results), str(data), "--json", str(run / "score.json"))
