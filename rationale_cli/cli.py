@@ -201,7 +201,9 @@ def metrics_table(metrics: dict) -> Table:
 
 def eraser_table(metrics: dict) -> Table | None:
     """ERASER's headline scores and the faithfulness of the rationales."""
-    eraser, faith = metrics.get("eraser", {}), metrics.get("faithfulness", {})
+    eraser = metrics.get("eraser", {})
+    # a model's reruns, else the faithfulness scores a results file supplied
+    faith = metrics.get("faithfulness") or eraser.get("classification_scores", {})
     rows = []
     if "token_prf" in eraser:
         rows += [("token F1 (macro, ERASER)", eraser["token_prf"]["instance_macro"]["f1"]),
@@ -224,6 +226,15 @@ def eraser_table(metrics: dict) -> Table | None:
     return table
 
 
+def check_score_outputs(json_out: Optional[Path], per_document: Optional[Path]) -> None:
+    """Refuse outputs that cannot be written, before any work."""
+    if str(json_out) == "-" and str(per_document) == "-":
+        raise UserError("--json - and --per-document -: only one of them can go to standard output")
+    for target in (json_out, per_document):
+        if target is not None and str(target) != "-":
+            writable_target(target)
+
+
 def print_scores(metrics: dict, title: str, json_out: Optional[Path], per_document: Optional[Path],
                  rows: list[dict]) -> None:
     """The tables (on standard error when the JSON goes to standard output), then the files."""
@@ -231,7 +242,7 @@ def print_scores(metrics: dict, title: str, json_out: Optional[Path], per_docume
     from rationale_cli.rundir import write_json
     from rationale_cli.atomic import write_text_atomic
 
-    shown = stderr() if str(json_out) == "-" else stdout()
+    shown = stderr() if "-" in (str(json_out), str(per_document)) else stdout()  # standard output holds data then
     shown.print(title, soft_wrap=True, highlight=False, style="bold")
     shown.print(metrics_table(metrics))
     extra = eraser_table(metrics)
@@ -279,8 +290,8 @@ def load_for_inference(run: Path, device: str):
 def predict(
     run: Path = typer.Argument(..., help="Run directory from `rationale train`."),
     input: str = typer.Argument(..., help="Documents: text (one per line), JSONL, CSV/TSV, beer or ERASER."),
-    out: Path = typer.Option(..., "--out", "-o", help="Output file: .jsonl, .csv or .parquet ('-': JSONL on "
-                             "standard output)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Output file: .jsonl, .csv or .parquet, or ERASER results "
+                             "with --output-format eraser ('-': JSONL on standard output)."),
     format: str = typer.Option("auto", help=f"Input format: {FORMAT_HELP}."),
     aspect: Optional[int] = typer.Option(None, help="Beer aspect (default: the run's)."),
     split: str = typer.Option("test", help="Split of an ERASER folder or of the demo corpus: train, val or test."),
@@ -546,9 +557,7 @@ def evaluate(
     from rationale_cli.evaluation.scoring import evaluate_model
 
     check_at_least("--batch-size", batch_size, 1)
-    for target in (json_out, per_document):
-        if target is not None and str(target) != "-":
-            writable_target(target)
+    check_score_outputs(json_out, per_document)
     loaded, dev = load_for_inference(run, device)
     set_test_rate(loaded, rate)
     records = list(datasets.run_documents(data, loaded.config, fmt=format, aspect=aspect, split=split))
@@ -574,9 +583,7 @@ def score(
     from rationale_cli import datasets
     from rationale_cli.evaluation.scoring import score_file
 
-    for target in (json_out, per_document):
-        if target is not None and str(target) != "-":
-            writable_target(target)
+    check_score_outputs(json_out, per_document)
     records = list(datasets.stream(gold, split, fmt=format, aspect=aspect))
     metrics, rows = score_file(predictions, records)
     print_scores(metrics, f"{predictions} against {gold}", json_out, per_document, rows)

@@ -37,7 +37,7 @@ def stream(path: str, split: str = "test", *, fmt: str = "auto", aspect: int | N
            query: bool = True) -> Iterator[Record]:
     """The same documents one at a time (constant memory for files)."""
     if split not in SPLITS:
-        raise UserError(f"unknown split {split!r}: expected one of {', '.join(SPLITS)}")
+        raise UserError(f"unknown split {split!r}: expected train, val or test")
     if is_demo(path):
         return iter(demo_records(SPLITS[split], aspect=aspect or 0))
     records = iter_records(path, fmt, aspect=aspect, split=ERASER_SPLITS[SPLITS[split]], text_col=text_col,

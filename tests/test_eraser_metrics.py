@@ -105,7 +105,7 @@ def test_classification_faithfulness_and_aopc():
                            thresholded=[{**row, "comprehensiveness_classification_scores": {"A": 0.5, "B": 0.5},
                                          "sufficiency_classification_scores": {"A": 0.5, "B": 0.5}}
                                         for row in rows])]
-    scores = classification_scores(docs, [0.1, 0.5])
+    scores = classification_scores(docs)  # AOPC over the documents' own bins
     assert scores["accuracy"] == 0.5
     assert scores["prf"]["A"] == {"precision": 1.0, "recall": 0.5, "f1-score": pytest.approx(2 / 3), "support": 2}
     assert scores["prf"]["B"]["precision"] == 0.0 and scores["prf"]["macro avg"]["recall"] == pytest.approx(0.25)

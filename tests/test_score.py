@@ -151,6 +151,18 @@ def bad_results(tmp_path, mutate):
     (lambda lines: lines[0].pop("rationales"), "no 'rationales'"),
     (lambda lines: lines[1]["rationales"][0].pop("hard_rationale_predictions"), "on every line or on none"),
     (lambda lines: lines.append(dict(lines[0])), "again"),
+    (lambda lines: lines[0]["rationales"][0]["hard_rationale_predictions"].append(
+        {"start_token": 1, "end_token": 3}), "overlap"),
+    (lambda lines: [line["rationales"][0].update(soft_rationale_predictions=[float("nan")] * 9) for line in lines],
+     "finite numbers"),
+    (lambda lines: [line.update(classification="NEG", classification_scores={"NEG": 0.6, "POS": 0.4},
+                                comprehensiveness_classification_scores={"NEG": 0.5}) for line in lines],
+     "has classes"),
+    (lambda lines: [line.update(classification="NEG", classification_scores={"NEG": 0.6, "POS": 0.4},
+                                thresholded_scores=[{"threshold": t, "comprehensiveness_classification_scores":
+                                                     {"NEG": 0.5, "POS": 0.5}, "sufficiency_classification_scores":
+                                                     {"NEG": 0.5, "POS": 0.5}} for t in ((0.1, 0.5) if i else (0.1,))])
+                     for i, line in enumerate(lines)], "AOPC thresholds"),
 ])
 def test_bad_prediction_files(tmp_path, mutate, fragment):
     data, results = bad_results(tmp_path, mutate)
@@ -158,6 +170,17 @@ def test_bad_prediction_files(tmp_path, mutate, fragment):
     assert result.exit_code == 2
     assert fragment in result.output and "Traceback" not in result.output
     assert len(result.output.strip().splitlines()) <= 3  # one line, wrapped at most
+
+
+def test_duplicate_gold_ids_and_class_predictions_without_probabilities(tmp_path):
+    gold = write(tmp_path / "gold.jsonl", '{"id": "a", "tokens": ["x", "y"], "label": "P", "rationale": [[0, 1]]}\n' * 2)
+    preds = write(tmp_path / "p.jsonl", '{"id": "a", "prediction": "P", "rationale": [[0, 1]]}\n')
+    result = invoke("score", preds, gold)
+    assert result.exit_code == 2 and "needs its 'probabilities'" in result.output
+    preds = write(tmp_path / "p.jsonl", '{"id": "a", "prediction": "P", "probabilities": {"P": 1.0}, '
+                                         '"rationale": [[0, 1]]}\n')
+    result = invoke("score", preds, gold)
+    assert result.exit_code == 2 and "again in the gold" in result.output
 
 
 def test_first_line_without_hard_predictions_does_not_hide_the_rest(tmp_path):

@@ -39,6 +39,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from rationale_cli.evaluation.metrics import mean, ratio
 from rationale_cli.records import Span
 
 IOU_THRESHOLDS = (0.5,)
@@ -72,7 +73,6 @@ class ScoredDocument:
     comprehensiveness: dict[str, float] | None = None
     sufficiency: dict[str, float] | None = None
     thresholded: list[dict] | None = None
-    tokens_to_flip: int | None = None
 
 
 def tokens_of(spans: Iterable[Span]) -> set[int]:
@@ -82,14 +82,6 @@ def tokens_of(spans: Iterable[Span]) -> set[int]:
 def f1(p: float, r: float) -> float:
     """ERASER's F1: 0 when either side is 0."""
     return 0.0 if p == 0 or r == 0 else 2 * p * r / (p + r)
-
-
-def ratio(num: float, den: float) -> float | None:
-    return num / den if den else None
-
-
-def mean(values: Sequence[float]) -> float | None:
-    return float(np.mean(values)) if len(values) else None
 
 
 def set_prf(pairs: Sequence[tuple[set, set]]) -> dict:
@@ -106,8 +98,8 @@ def set_prf(pairs: Sequence[tuple[set, set]]) -> dict:
             per_doc.append((dp, dr, f1(dp, dr)))
     macro = [mean([row[i] for row in per_doc]) for i in range(3)]
     return {
-        "instance_micro": {"p": micro_p, "r": micro_r,
-                           "f1": None if micro_p is None or micro_r is None else f1(micro_p, micro_r)},
+        "instance_micro": {"p": micro_p, "r": micro_r,  # F1 0 when either side is 0 or undefined
+                           "f1": None if micro_p is None and micro_r is None else f1(micro_p or 0.0, micro_r or 0.0)},
         "instance_macro": {"p": macro[0], "r": macro[1], "f1": macro[2]},
     }
 
@@ -255,28 +247,47 @@ def label_prf(docs: Sequence[ScoredDocument]) -> dict:
     return out
 
 
+def drop(full, altered, prediction) -> float:
+    """How far the prediction falls on an altered document: p(y|x) - p(y|x') for the
+    predicted class y, or the absolute change of a regression score."""
+    if isinstance(full, dict):
+        return full[prediction] - altered[prediction]
+    return abs(full - altered)
+
+
 def drops(docs: Sequence[ScoredDocument], field: str) -> list[float] | None:
-    """p(y|x) - p(y|altered x) for the predicted class, per document; None when a
-    document lacks the altered scores."""
+    """Each document's drop on its ``comprehensiveness`` or ``sufficiency`` document;
+    None when a document lacks it."""
     if any(getattr(d, field) is None for d in docs):
         return None
-    return [d.class_scores[d.prediction] - getattr(d, field)[d.prediction] for d in docs]
+    return [drop(d.class_scores, getattr(d, field), d.prediction) for d in docs]
 
 
-def aopc(docs: Sequence[ScoredDocument], thresholds: Sequence[float], key: str) -> tuple[float, list[float]]:
-    """The mean drop over documents and bins, and per bin."""
+def aopc(docs: Sequence[ScoredDocument], thresholds: Sequence[float], field: str) -> tuple[float, list[float]]:
+    """The mean drop over documents and bins, and per bin, for ``field`` (comprehensiveness
+    or sufficiency)."""
+    key = f"{field}_classification_scores"
     table = []
     for d in docs:
         by_threshold = {row["threshold"]: row[key] for row in d.thresholded}
-        table.append([d.class_scores[d.prediction] - by_threshold[t][d.prediction] for t in thresholds])
+        table.append([drop(d.class_scores, by_threshold[t], d.prediction) for t in thresholds])
     array = np.array(table)
     return float(array.mean()), array.mean(axis=0).tolist()
 
 
-def classification_scores(docs: Sequence[ScoredDocument],
-                          aopc_thresholds: Sequence[float] | None = AOPC_THRESHOLDS) -> dict:
-    """Accuracy, per-class P/R/F1 and the faithfulness scores (``classification_scores``);
-    faithfulness entries are None when the documents lack the scores they need."""
+def bins(docs: Sequence[ScoredDocument]) -> list[float] | None:
+    """The AOPC thresholds to average over: ERASER's when the documents have them all (as
+    its scorer, which reads no others), else the documents' own (None if one has none)."""
+    if not docs or any(d.thresholded is None for d in docs):
+        return None
+    own = [row["threshold"] for row in docs[0].thresholded]
+    return list(AOPC_THRESHOLDS) if set(AOPC_THRESHOLDS) <= set(own) else own
+
+
+def classification_scores(docs: Sequence[ScoredDocument]) -> dict:
+    """Accuracy, per-class P/R/F1 and the faithfulness scores (``classification_scores``),
+    AOPC over the documents' own bins; faithfulness entries are None when the documents
+    lack the scores they need."""
     prf = label_prf(docs)
     out: dict = {"accuracy": prf["accuracy"], "prf": prf}
     for name in ("comprehensiveness", "sufficiency"):
@@ -288,23 +299,20 @@ def classification_scores(docs: Sequence[ScoredDocument],
             out[f"{name}_entropy"] = mean([entropy(d.class_scores.values()) - entropy(getattr(d, name).values())
                                            for d in docs])
             out[f"{name}_kl"] = mean([kl(getattr(d, name), d.class_scores) for d in docs])
-    if all(d.thresholded is not None for d in docs) and aopc_thresholds:
-        out["aopc_thresholds"] = list(aopc_thresholds)
+    thresholds = bins(docs)
+    if thresholds:
+        out["aopc_thresholds"] = thresholds
         for name in ("comprehensiveness", "sufficiency"):
-            out[f"{name}_aopc"], out[f"{name}_aopc_points"] = aopc(docs, aopc_thresholds,
-                                                                  f"{name}_classification_scores")
+            out[f"{name}_aopc"], out[f"{name}_aopc_points"] = aopc(docs, thresholds, name)
     else:
         out["aopc_thresholds"] = None
         for name in ("comprehensiveness", "sufficiency"):
             out[f"{name}_aopc"] = out[f"{name}_aopc_points"] = None
-    flips = [d.tokens_to_flip / d.length for d in docs if d.tokens_to_flip is not None]
-    if flips:
-        out["tokens_to_flip"] = mean(flips)
     return out
 
 
 def eraser_scores(docs: Sequence[ScoredDocument], *, iou_thresholds: Sequence[float] = IOU_THRESHOLDS,
-                  aopc_thresholds: Sequence[float] = AOPC_THRESHOLDS, hard: bool = True) -> dict:
+                  hard: bool = True) -> dict:
     """Every ERASER score the documents allow, keyed as in the official score file:
     ``iou_scores``, ``rationale_prf``, ``token_prf`` (with hard predictions),
     ``token_soft_metrics`` (with soft scores), ``classification_scores`` (with classes)."""
@@ -317,5 +325,5 @@ def eraser_scores(docs: Sequence[ScoredDocument], *, iou_thresholds: Sequence[fl
     if soft is not None:
         out["token_soft_metrics"] = soft
     if docs and all(d.class_scores is not None and isinstance(d.prediction, str) for d in docs):
-        out["classification_scores"] = classification_scores(docs, aopc_thresholds)
+        out["classification_scores"] = classification_scores(docs)
     return out

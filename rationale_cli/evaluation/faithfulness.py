@@ -24,7 +24,8 @@ import numpy as np
 import torch
 
 from rationale_cli.batching import make_batch
-from rationale_cli.evaluation.eraser import AOPC_THRESHOLDS, ScoredDocument, mean
+from rationale_cli.evaluation.eraser import AOPC_THRESHOLDS, ScoredDocument, aopc, bins, drop, drops
+from rationale_cli.evaluation.metrics import mean
 from rationale_cli.inference import chunks
 from rationale_cli.records import Record, mask_to_spans
 from rationale_cli.task import Task
@@ -103,7 +104,7 @@ def scored_documents(model: RationaleModel, vocab: Vocab, task: Task, records: I
                 soft = score_rows[row][:n]
                 docs.append(ScoredDocument(
                     id=record.id, length=n, gold=record.gold_spans(), spans=mask_to_spans(selected), soft=soft,
-                    label=record.label, prediction=best(full[row], task), class_scores=full[row]))
+                    label=record.label, prediction=best(full[row]), class_scores=full[row]))
                 if faithfulness:
                     altered += variants(record, {i for i, v in enumerate(selected) if v}, soft, thresholds)
             per_doc = 2 + 2 * len(thresholds)
@@ -121,17 +122,9 @@ def scored_documents(model: RationaleModel, vocab: Vocab, task: Task, records: I
         model.train(was_training)
 
 
-def best(value, task: Task):
+def best(value):
     """The predicted class (or the score itself, for regression)."""
     return max(value, key=value.get) if isinstance(value, dict) else value
-
-
-def drop(full, altered, prediction) -> float:
-    """How far the prediction falls: p(y|x) - p(y|x') for the predicted class y, or the
-    absolute change of a regression score."""
-    if isinstance(full, dict):
-        return full[prediction] - altered[prediction]
-    return abs(full - altered)
 
 
 def faithfulness_summary(pairs: Sequence[tuple[ScoredDocument, dict]]) -> dict:
@@ -140,13 +133,12 @@ def faithfulness_summary(pairs: Sequence[tuple[ScoredDocument, dict]]) -> dict:
     docs = [doc for doc, _ in pairs]
     out: dict = {"measure": ("probability of the predicted class" if docs and isinstance(docs[0].class_scores, dict)
                              else "absolute change of the predicted score")}
-    if docs and docs[0].comprehensiveness is not None:
+    thresholds = bins(docs)
+    if thresholds:
+        out["aopc_thresholds"] = thresholds
         for name in ("comprehensiveness", "sufficiency"):
-            out[name] = mean([drop(d.class_scores, getattr(d, name), d.prediction) for d in docs])
-            key = f"{name}_classification_scores"
-            out[f"{name}_aopc"] = mean([drop(d.class_scores, row[key], d.prediction)
-                                        for d in docs for row in d.thresholded])
-        out["aopc_thresholds"] = [row["threshold"] for row in docs[0].thresholded]
+            out[name] = mean(drops(docs, name))
+            out[f"{name}_aopc"] = aopc(docs, thresholds, name)[0]
     for name in ("rationale", "complement"):
         out[f"predictor_on_{name}"] = mean([drop(d.class_scores, extra[name], d.prediction) for d, extra in pairs])
     return out

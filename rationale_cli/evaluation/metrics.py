@@ -22,6 +22,8 @@ from typing import Sequence
 import numpy as np
 
 __all__ = [
+    "ratio",
+    "mean",
     "document_scores",
     "RationaleScores",
     "TaskScores",
@@ -37,11 +39,11 @@ def _as_mask(values, name: str) -> np.ndarray:
     return array.astype(bool)
 
 
-def _ratio(num: float, den: float) -> float | None:
+def ratio(num: float, den: float) -> float | None:
     return float(num) / float(den) if den else None
 
 
-def _mean(values: list[float]) -> float | None:
+def mean(values: list[float]) -> float | None:
     return float(np.mean(values)) if values else None
 
 
@@ -81,9 +83,9 @@ def document_scores(selected: Sequence[int | bool], gold: Sequence[int] | None) 
     result.update(
         gold=n_gold,
         overlap=overlap,
-        precision=_ratio(overlap, n_sel),
-        recall=_ratio(overlap, n_gold),
-        f1=_ratio(2 * overlap, n_sel + n_gold),
+        precision=ratio(overlap, n_sel),
+        recall=ratio(overlap, n_gold),
+        f1=ratio(2 * overlap, n_sel + n_gold),
     )
     return result
 
@@ -160,18 +162,18 @@ class RationaleScores:
         return doc
 
     def result(self) -> dict:
-        precision = _ratio(self.overlap, self.gold_selected)
-        recall = _ratio(self.overlap, self.gold_tokens)
+        precision = ratio(self.overlap, self.gold_selected)
+        recall = ratio(self.overlap, self.gold_tokens)
         return {
-            "selection_rate": _ratio(self.selected, self.tokens),
+            "selection_rate": ratio(self.selected, self.tokens),
             "precision": precision,
             "recall": recall,
-            "f1": _ratio(2 * self.overlap, self.gold_selected + self.gold_tokens),
-            "gold_share": _ratio(self.gold_tokens, self.tokens_with_gold),
-            "precision_macro": _mean(self._precisions),
-            "recall_macro": _mean(self._recalls),
-            "f1_macro": _mean(self._f1s),
-            "transitions": _ratio(self.transitions, self.documents),
+            "f1": ratio(2 * self.overlap, self.gold_selected + self.gold_tokens),
+            "gold_share": ratio(self.gold_tokens, self.tokens_with_gold),
+            "precision_macro": mean(self._precisions),
+            "recall_macro": mean(self._recalls),
+            "f1_macro": mean(self._f1s),
+            "transitions": ratio(self.transitions, self.documents),
             "documents": self.documents,
             "documents_with_gold": self.documents_with_gold,
         }
@@ -213,8 +215,8 @@ class RegressionScores(TaskScores):
 
     def result(self) -> dict:
         return {
-            "mse": _ratio(self._squared, self.documents),
-            "mae": _ratio(self._absolute, self.documents),
+            "mse": ratio(self._squared, self.documents),
+            "mae": ratio(self._absolute, self.documents),
             "mse_of_mean": float(np.var(self._gold)) if self._gold else None,
             "documents": self.documents,
         }
@@ -258,12 +260,12 @@ class ClassificationScores(TaskScores):
         per_label = {}
         for label in order:
             tp, fp, fn = self._tp[label], self._fp[label], self._fn[label]
-            per_label[label] = _ratio(2 * tp, 2 * tp + fp + fn) or 0.0
+            per_label[label] = ratio(2 * tp, 2 * tp + fp + fn) or 0.0
         return {
-            "accuracy": _ratio(self._correct, self.documents),
-            "macro_f1": _mean(list(per_label.values())),
+            "accuracy": ratio(self._correct, self.documents),
+            "macro_f1": mean(list(per_label.values())),
             "f1_per_label": per_label,
-            "majority_accuracy": _ratio(max(self._gold.values(), default=0), self.documents),
+            "majority_accuracy": ratio(max(self._gold.values(), default=0), self.documents),
             "documents": self.documents,
         }
 

@@ -6,7 +6,8 @@ An ERASER results line (the official ``metrics.py``'s ``--results``) holds
 ``hard_rationale_predictions`` as ``{start_token, end_token}``,
 ``soft_rationale_predictions``, one score per token), ``classification``,
 ``classification_scores`` and optionally ``comprehensiveness_classification_scores``,
-``sufficiency_classification_scores``, ``thresholded_scores`` and ``tokens_to_flip``.
+``sufficiency_classification_scores`` and ``thresholded_scores`` (``tokens_to_flip``,
+which the official scorer reads but does not report, is not read).
 Each field is checked on every line (present on all lines or on none), not guessed
 from the first one.
 """
@@ -21,6 +22,7 @@ from rationale_cli.evaluation.eraser import ScoredDocument
 from rationale_cli.errors import UserError, where
 from rationale_cli.readers.common import iter_lines, parse_json_object
 from rationale_cli.records import Record
+
 
 def results_line(doc: ScoredDocument, docid: str) -> dict:
     """The ERASER results line of a scored document."""
@@ -60,9 +62,26 @@ def token_spans(value, at: str, name: str) -> list[tuple[int, int]]:
 
 
 def scores_list(value, at: str, name: str) -> list[float]:
-    if not (isinstance(value, list) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)):
-        raise UserError(f"{at}: expected '{name}' to be a list of numbers, one per token")
+    if not (isinstance(value, list) and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                            and math.isfinite(v) for v in value)):
+        raise UserError(f"{at}: expected '{name}' to be a list of finite numbers, one per token")
     return [float(v) for v in value]
+
+
+def disjoint(spans: list[tuple[int, int]], at: str, name: str) -> list[tuple[int, int]]:
+    """Hard predictions may not overlap (ERASER's rule: each token is predicted once; a
+    span repeated exactly, or an empty one, covers no token twice)."""
+    ordered = sorted({span for span in spans if span[1] > span[0]})
+    for (s1, e1), (s2, e2) in zip(ordered, ordered[1:]):
+        if s2 < e1:
+            raise UserError(f"{at}: spans [{s1}, {e1}) and [{s2}, {e2}) of '{name}' overlap")
+    return spans
+
+
+def same_classes(scores: dict[str, float], classes: dict[str, float], at: str, name: str) -> dict[str, float]:
+    if set(scores) != set(classes):
+        raise UserError(f"{at}: '{name}' has classes {sorted(scores)}, 'classification_scores' {sorted(classes)}")
+    return scores
 
 
 def from_results_line(obj: dict, at: str) -> tuple[ScoredDocument, str | None, set[str]]:
@@ -80,7 +99,8 @@ def from_results_line(obj: dict, at: str) -> tuple[ScoredDocument, str | None, s
     doc = ScoredDocument(id=annotation_id, length=0)
     has = set()
     if "hard_rationale_predictions" in rationale:
-        doc.spans = token_spans(rationale["hard_rationale_predictions"], at, "hard_rationale_predictions")
+        doc.spans = disjoint(token_spans(rationale["hard_rationale_predictions"], at, "hard_rationale_predictions"),
+                             at, "hard_rationale_predictions")
         has.add("hard")
     if rationale.get("soft_rationale_predictions") is not None:
         doc.soft = scores_list(rationale["soft_rationale_predictions"], at, "soft_rationale_predictions")
@@ -91,33 +111,38 @@ def from_results_line(obj: dict, at: str) -> tuple[ScoredDocument, str | None, s
         if not isinstance(doc.prediction, str) or doc.prediction not in doc.class_scores:
             raise UserError(f"{at}: 'classification' must be one of the classes of 'classification_scores'")
         has.add("classification")
+    faithfulness = {"comprehensiveness_classification_scores", "sufficiency_classification_scores",
+                    "thresholded_scores"} & {k for k, v in obj.items() if v is not None}
+    if faithfulness and "classification" not in has:
+        raise UserError(f"{at}: faithfulness scores need a 'classification' and its 'classification_scores'")
     for field, attr in (("comprehensiveness_classification_scores", "comprehensiveness"),
                         ("sufficiency_classification_scores", "sufficiency")):
-        if obj.get(field) is not None:
-            setattr(doc, attr, class_scores(obj[field], at, field))
+        if field in faithfulness:
+            setattr(doc, attr, same_classes(class_scores(obj[field], at, field), doc.class_scores, at, field))
             has.add(field)
-    if obj.get("thresholded_scores") is not None:
-        doc.thresholded = thresholded(obj["thresholded_scores"], at)
+    if "thresholded_scores" in faithfulness:
+        doc.thresholded = thresholded(obj["thresholded_scores"], doc.class_scores, at)
         has.add("thresholded_scores")
-    if isinstance(obj.get("tokens_to_flip"), int):
-        doc.tokens_to_flip = obj["tokens_to_flip"]
-    if has & {"comprehensiveness_classification_scores", "sufficiency_classification_scores",
-              "thresholded_scores"} and "classification" not in has:
-        raise UserError(f"{at}: faithfulness scores need a 'classification' and its 'classification_scores'")
     return doc, rationale["docid"], has
 
 
-def thresholded(value, at: str) -> list[dict]:
-    if not isinstance(value, list):
-        raise UserError(f"{at}: expected 'thresholded_scores' to be a list")
+def thresholded(value, classes: dict[str, float], at: str) -> list[dict]:
+    """The AOPC rows, sorted by threshold, each threshold once, each with every class."""
+    if not isinstance(value, list) or not value:
+        raise UserError(f"{at}: expected 'thresholded_scores' to be a list of AOPC bins")
     rows = []
     for row in value:
-        if not (isinstance(row, dict) and isinstance(row.get("threshold"), (int, float))):
+        if not (isinstance(row, dict) and isinstance(row.get("threshold"), (int, float))
+                and not isinstance(row["threshold"], bool)):
             raise UserError(f"{at}: expected each of 'thresholded_scores' to have a 'threshold'")
         rows.append({"threshold": float(row["threshold"]), **{
-            key: class_scores(row.get(key), at, f"thresholded_scores {key}")
+            key: same_classes(class_scores(row.get(key), at, f"thresholded_scores {key}"), classes, at,
+                              f"thresholded_scores {key}")
             for key in ("comprehensiveness_classification_scores", "sufficiency_classification_scores")}})
-    return rows
+    thresholds = [row["threshold"] for row in rows]
+    if len(set(thresholds)) != len(thresholds):
+        raise UserError(f"{at}: a threshold twice in 'thresholded_scores'")
+    return sorted(rows, key=lambda row: row["threshold"])
 
 
 def from_prediction_line(obj: dict, at: str) -> tuple[ScoredDocument, None, set[str]]:
@@ -130,15 +155,26 @@ def from_prediction_line(obj: dict, at: str) -> tuple[ScoredDocument, None, set[
     if obj.get("token_scores") is not None:
         doc.soft = scores_list(obj["token_scores"], at, "token_scores")
         has.add("soft")
+    prediction = obj.get("prediction")
     if obj.get("probabilities") is not None:
         doc.class_scores = class_scores(obj["probabilities"], at, "probabilities")
-        doc.prediction = obj.get("prediction")
-        if doc.prediction not in doc.class_scores:
+        if prediction not in doc.class_scores:
             raise UserError(f"{at}: 'prediction' must be one of the classes of 'probabilities'")
+        doc.prediction = prediction
         has.add("classification")
-    elif isinstance(obj.get("prediction"), (int, float)):
-        doc.prediction = float(obj["prediction"])
+    elif isinstance(prediction, (int, float)) and not isinstance(prediction, bool):
+        doc.prediction = float(prediction)
+        has.add("score")
+    elif prediction is not None:
+        raise UserError(f"{at}: a class 'prediction' needs its 'probabilities' (as `rationale predict` writes them)")
     return doc, None, has
+
+
+# what each optional part of a line is called in the file, for error messages
+FIELD_NAMES = {"eraser": {"hard": "hard_rationale_predictions", "soft": "soft_rationale_predictions",
+                          "classification": "classification"},
+               "predict": {"hard": "rationale", "soft": "token_scores", "classification": "probabilities",
+                           "score": "a score 'prediction'"}}
 
 
 def read_predictions(path: str | Path) -> list[tuple[ScoredDocument, str | None, str]]:
@@ -147,7 +183,7 @@ def read_predictions(path: str | Path) -> list[tuple[ScoredDocument, str | None,
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path}: no such file")
-    out, kinds, fields, seen = [], set(), None, {}
+    out, kinds, fields, seen, thresholds = [], set(), None, {}, None
     for line_no, line in iter_lines(path):
         if not line.strip():
             continue
@@ -159,10 +195,16 @@ def read_predictions(path: str | Path) -> list[tuple[ScoredDocument, str | None,
             raise UserError(f"{at}: mixes ERASER results lines and `rationale predict` lines")
         doc, docid, has = (from_results_line if kind == "eraser" else from_prediction_line)(obj, at)
         if fields is not None and has != fields:
-            missing = sorted(has ^ fields)
-            raise UserError(f"{at}: has {'not ' if missing[0] in fields else ''}'{missing[0]}' unlike the lines "
-                            "before; a field must be on every line or on none")
+            odd = sorted(has ^ fields)[0]
+            name = FIELD_NAMES[kind].get(odd, odd)
+            state = "lacks" if odd in fields else "has"
+            raise UserError(f"{at}: {state} {name}, unlike the lines before it; a field must be on every line or "
+                            "on none")
         fields = has
+        bins = [row["threshold"] for row in doc.thresholded or []]
+        if thresholds is not None and bins != thresholds:
+            raise UserError(f"{at}: AOPC thresholds {bins} differ from the lines before ({thresholds})")
+        thresholds = bins
         if doc.id in seen:
             raise UserError(f"{at}: id {doc.id!r} again (first at {seen[doc.id]})")
         seen[doc.id] = at
@@ -176,6 +218,11 @@ def paired(predictions: Sequence[tuple[ScoredDocument, str | None, str]], gold: 
            source: str) -> list[ScoredDocument]:
     """The predictions in gold order, each with its gold spans, label and length; the ids
     must match one to one and every span and score must fit its document."""
+    seen: set[str] = set()
+    for record in gold:
+        if record.id in seen:
+            raise UserError(f"{record.where}: id {record.id!r} again in the gold; each document must have its own")
+        seen.add(record.id)
     by_id = {doc.id: (doc, docid, at) for doc, docid, at in predictions}
     missing = [r.id for r in gold if r.id not in by_id]
     gold_ids = {r.id for r in gold}

@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from rationale_cli.evaluation.eraser import ScoredDocument, eraser_scores, iou_scores, tokens_of
+from rationale_cli.evaluation.eraser import ScoredDocument, drop, eraser_scores, iou_scores, tokens_of
 from rationale_cli.evaluation.results import paired, read_predictions
-from rationale_cli.evaluation.faithfulness import drop, faithfulness_summary, scored_documents
+from rationale_cli.evaluation.faithfulness import faithfulness_summary, scored_documents
 from rationale_cli.inference import evaluate as model_metrics
 from rationale_cli.evaluation.metrics import ClassificationScores, RationaleScores, RegressionScores, document_scores
 from rationale_cli.errors import UserError

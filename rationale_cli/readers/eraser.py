@@ -2,8 +2,9 @@
 
 A dataset directory holds ``train.jsonl``, ``val.jsonl``, ``test.jsonl`` and the
 documents: ``docs/<docid>`` files, or one ``docs.jsonl`` of ``{"docid", "document"}``
-lines. Documents are pre-tokenized text; token indices count whitespace tokens
-over the whole document. Each annotation line names its document
+lines. Documents are pre-tokenized text, one sentence a line, tokens joined by single
+spaces; token indices count tokens over the whole document exactly as ERASER's own
+code does (:func:`file_tokens`, :func:`jsonl_tokens`), so spans mean the same here. Each annotation line names its document
 (``annotation_id``, or the ``docid`` of its evidences), its class
 (``classification``), an optional ``query`` (BoolQ, FEVER, MultiRC, CoS-E) and gold
 ``evidences``: groups of spans with ``start_token``/``end_token`` (end exclusive).
@@ -36,10 +37,22 @@ def split_file(path: str | Path, split: str | None = None) -> Path:
     return path / f"{split}.jsonl"
 
 
+def file_tokens(text: str) -> list[str]:
+    """A ``docs/`` file's tokens as ERASER counts them: its lines stripped, empty lines left
+    out, each split on single spaces with empty pieces left out."""
+    return [token for line in text.split("\n") for token in line.strip().split(" ") if token]
+
+
+def jsonl_tokens(text: str) -> list[str]:
+    """A ``docs.jsonl`` document's tokens as ERASER counts them: each line stripped and split
+    on single spaces, empty pieces (and lines) kept as tokens."""
+    return [token for line in text.split("\n") for token in line.strip().split(" ")]
+
+
 def read_doc(doc: Path, at: str) -> list[str]:
-    """The whitespace tokens of one document, all lines together."""
+    """The tokens of one ``docs/`` file, all lines together."""
     try:
-        tokens = doc.read_text(encoding="utf-8").split()
+        tokens = file_tokens(doc.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UserError(f"{at}: document {doc} not found") from None
     except UnicodeDecodeError:
@@ -52,7 +65,7 @@ def read_doc(doc: Path, at: str) -> list[str]:
 
 
 def docs_jsonl(file: Path) -> dict[str, list[str]]:
-    """Every document of a ``docs.jsonl``: docid -> whitespace tokens."""
+    """Every document of a ``docs.jsonl``: docid -> tokens."""
     docs: dict[str, list[str]] = {}
     for line_no, line in iter_lines(file):
         if not line.strip():
@@ -64,7 +77,7 @@ def docs_jsonl(file: Path) -> dict[str, list[str]]:
             raise UserError(f"{at}: expected a document line with 'docid' and 'document' strings")
         if not text.split():
             raise UserError(f"{at}: empty document, expected at least one token")
-        docs[docid] = text.split()
+        docs[docid] = jsonl_tokens(text)
     return docs
 
 
