@@ -181,6 +181,10 @@ def test_duplicate_gold_ids_and_class_predictions_without_probabilities(tmp_path
                                          '"rationale": [[0, 1]]}\n')
     result = invoke("score", preds, gold)
     assert result.exit_code == 2 and "again in the gold" in result.output
+    gold = write(tmp_path / "gold.jsonl", '{"id": "a", "tokens": ["x", "y"], "label": "P", "rationale": [[0, 1]]}\n')
+    preds = write(tmp_path / "p.jsonl", '{"id": "a", "prediction": 0.7, "rationale": [[0, 1]]}\n')
+    result = invoke("score", preds, gold)
+    assert result.exit_code == 2 and "the predictions are scores but the gold holds class labels" in result.output
 
 
 def test_first_line_without_hard_predictions_does_not_hide_the_rest(tmp_path):

@@ -49,7 +49,7 @@ def evaluate_model(loaded, records: Sequence[Record], *, batch_size: int, device
     pairs = list(scored_documents(loaded.model, loaded.vocab, loaded.task, records, batch_size=batch_size,
                                   device=device, faithfulness=faithfulness))
     docs = [doc for doc, _ in pairs]
-    if getattr(loaded.model, "test_rate", None) is not None:
+    if loaded.model.test_rate is not None:
         metrics["test_rate"] = loaded.model.test_rate.to_json()  # the size asked for; selection_rate is the one reached
     metrics["eraser"] = eraser_scores(docs)
     metrics["faithfulness"] = faithfulness_summary(pairs)
@@ -60,8 +60,11 @@ def own_scores(docs: Sequence[ScoredDocument], hard: bool) -> dict:
     """The toolkit's task and token scores, from predictions read off a file."""
     out: dict = {}
     if all(d.prediction is not None and d.label is not None for d in docs):
-        task = (ClassificationScores(sorted({str(d.label) for d in docs}))
-                if isinstance(docs[0].prediction, str) else RegressionScores())
+        classes = isinstance(docs[0].prediction, str)
+        if any(isinstance(d.label, str) != classes for d in docs):
+            raise UserError("the predictions are " + ("classes" if classes else "scores") + " but the gold holds " +
+                            ("scores" if classes else "class labels") + "; score them against gold of their kind")
+        task = ClassificationScores(sorted({str(d.label) for d in docs})) if classes else RegressionScores()
         for d in docs:
             task.add(d.prediction, d.label)
         out.update(task.result())
