@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from rationale_cli.readers import read_records
+from rationale_cli.word2vec import distinct_texts
 from rationale_cli.training import split_validation
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
@@ -54,7 +55,8 @@ def test_word2vec_corpus_is_the_review_text_of_every_heldout_file_once(tmp_path)
     write_heldout(tmp_path, 0, [([0.5] * 5, "a fine head"), ([0.1] * 5, "thin body")])
     write_heldout(tmp_path, 1, [([0.9] * 5, "a fine head"), ([0.3] * 5, "sweet nose")])
     (tmp_path / "annotations.json").write_text('{"x": ["test", "review"]}\n')
-    texts = load_script("beer_vectors").reviews(tmp_path)
+    files = sorted(tmp_path.glob("reviews.aspect*.heldout.txt.gz"))  # what beer_vectors.py hands `rationale vectors`
+    texts = distinct_texts(r for path in files for r in read_records(path, "beer"))
     assert sorted(texts) == [["a", "fine", "head"], ["sweet", "nose"], ["thin", "body"]]
 
 
