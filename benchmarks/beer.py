@@ -156,6 +156,8 @@ def main() -> None:
                 "attention": config["attention"] if args.extractor == "sparse-attention" else None,
                 "seed": seed, "precision": test["precision"], "recall": test["recall"], "f1": test["f1"],
                 "selection_rate": test["selection_rate"], "mse": test["mse"], "train_seconds": round(seconds, 1),
+                # absolute change of the predicted score without the rationale / from it alone (evaluate's reruns)
+                **{key: test.get("faithfulness", {}).get(key) for key in ("comprehensiveness", "sufficiency")},
                 "train_size": train_size, "vectors": f"{Path(vectors).name.split('.')[0]} {config['embedding_dim']}d",
                 "command": f"{train_cmd} && {eval_cmd}",
                 "script": shlex.join(["python", "benchmarks/beer.py", *sys.argv[1:]]), "commit": commit,
