@@ -14,6 +14,7 @@ so a and b anywhere in [1e-6, 100] give finite values and gradients.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -96,14 +97,20 @@ class HardKuma:
     def mean(self, nodes: int = 64) -> Tensor:
         """E[H] of the rectified variable: ``int_0^1 P(H > h) dh``, by Gauss-Legendre
         quadrature in the Kumaraswamy coordinate, ``(r - l) int_{k0}^{k1} (1 - k^a)^b dk``."""
-        import numpy as np
-
-        x, w = np.polynomial.legendre.leggauss(nodes)
+        x, w = gauss_legendre(nodes)
         k0, k1 = self.stretch(0.0), self.stretch(1.0)
         k = torch.as_tensor(0.5 * (k1 - k0) * x + 0.5 * (k1 + k0), dtype=self.a.dtype, device=self.a.device)
         w = torch.as_tensor(0.5 * (k1 - k0) * w, dtype=self.a.dtype, device=self.a.device)
         survival = torch.exp(log_survival(self.a.unsqueeze(-1), self.b.unsqueeze(-1), k))
         return (self.r - self.l) * (survival * w).sum(-1)
+
+
+@functools.cache
+def gauss_legendre(nodes: int):
+    """Gauss-Legendre nodes and weights on [-1, 1] (an eigenproblem: computed once per size)."""
+    import numpy as np
+
+    return np.polynomial.legendre.leggauss(nodes)
 
 
 def log_survival(a: Tensor, b: Tensor, k: float | Tensor) -> Tensor:

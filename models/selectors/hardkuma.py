@@ -48,10 +48,15 @@ def expected_costs(log_p0: Tensor, log_nonzero: Tensor, mask: Tensor) -> tuple[T
 
 
 def most_likely(dist: HardKuma) -> Tensor:
-    """0, 1, or the rectified mean, whichever of the three outcomes is most probable."""
+    """0, 1, or the rectified mean, whichever of the three outcomes is most probable (the
+    mean, a quadrature, computed only where it is needed)."""
     p0, p1, pc = dist.p0(), dist.p1(), dist.p_continuous()
-    return torch.where((p0 >= p1) & (p0 >= pc), torch.zeros_like(p0),
-                       torch.where(p1 >= pc, torch.ones_like(p1), dist.mean()))
+    zero = (p0 >= p1) & (p0 >= pc)
+    continuous = ~zero & (p1 < pc)
+    z = (~zero & ~continuous).to(p0.dtype)
+    if bool(continuous.any()):
+        z[continuous] = HardKuma(dist.a[continuous], dist.b[continuous], dist.l, dist.r).mean()
+    return z
 
 
 @dataclass(frozen=True)
