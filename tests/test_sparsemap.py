@@ -34,6 +34,23 @@ def test_marginals_are_the_projection_onto_the_budget_polytope(seed):
     np.testing.assert_allclose(active @ xi, budget_projection(t, budget), atol=1e-5)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_marginals_match_entmax_budget_sparsemax_where_the_budget_binds(seed):
+    """Where the projection puts the whole budget on the tokens, it is entmax's
+    budget-constrained sparsemax (the projection onto {0 <= p <= 1, sum p = B})."""
+    from entmax.root_finding import budget_bisect
+
+    rng = np.random.default_rng(100 + seed)
+    n = int(rng.integers(6, 12))
+    t = rng.normal(size=n) + 1.0
+    budget = int(rng.integers(2, int(np.clip(t, 0, 1).sum())))  # less than the unconstrained projection's sum
+    active, xi = solve_sparsemap(t, budget)
+    mu = active @ xi
+    assert abs(mu.sum() - budget) < 1e-9  # the budget binds
+    expected = budget_bisect(torch.tensor(t[None]), budget, n_iter=100)[0].numpy()
+    np.testing.assert_allclose(mu, expected, atol=1e-6)
+
+
 def test_batched_supports_padding_and_weights():
     torch.manual_seed(0)
     scores = torch.randn(3, 7, dtype=torch.float64)
