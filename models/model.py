@@ -54,7 +54,7 @@ class RationaleModel(nn.Module):
         self.predictor_encoder = parts.predictor_encoder
         self.output = parts.output
         # test-time rate: with a Budget, decoding keeps each document's best-scored tokens
-        # (that share or count) instead of the extractor's own decision
+        # (that share or count, none scored 0) instead of the extractor's own decision
         self.test_rate: Budget | None = None
 
     def states(self, emb: Tensor, mask: Tensor) -> Tensor | None:
@@ -90,8 +90,8 @@ class RationaleModel(nn.Module):
         states = self.states(emb, mask)
         selectable = mask if visible is None else mask - visible
         z, scores = self.selector.decode_with_scores(states, selectable)
-        if self.test_rate is not None:
-            z = top_k_mask(scores, selectable, self.test_rate.tokens(selectable))
+        if self.test_rate is not None:  # never a token scored 0 (outside a sparse support)
+            z = top_k_mask(scores, selectable, self.test_rate.tokens(selectable)) * (scores > 0)
         z, scores = z * selectable, scores * selectable
         read = z if visible is None else z + visible
         return z, scores, self.predict_masked(emb, mask, read.unsqueeze(1))[:, 0]

@@ -177,7 +177,7 @@ def shown_value(key: str, value) -> str:
     if key in ("documents", "documents_with_gold"):
         return f"{value:,}"
     if key == "test_rate":
-        return str(value)
+        return f"k={value}" if isinstance(value, int) else f"{100 * value:.1f}%"
     if key in ("transitions",):
         return f"{value:.2f}"
     return f"{100 * value:.1f}%"
@@ -271,6 +271,8 @@ def set_test_rate(loaded, rate: Optional[str]) -> None:
         return
     from models.budget import Budget
 
+    if loaded.config.extractor == "full":
+        raise UserError("--rate: the full extractor scores every token alike, so it has no best tokens to keep")
     try:
         loaded.model.test_rate = Budget.parse(rate)
     except ValueError as err:
@@ -460,7 +462,7 @@ def vectors(
 ):
     """Train domain word vectors (word2vec skip-gram) on unlabeled text, for `train --embeddings`.
 
-    Needs gensim: pip install "rationale-cli[vectors]". Repeated documents count once.
+    Needs gensim: pip install "rationale-cli\\[vectors]". Repeated documents count once.
     """
     from rationale_cli import datasets
     from rationale_cli.word2vec import VectorOptions, distinct_texts, import_gensim, train_vectors, write_vectors
@@ -468,9 +470,11 @@ def vectors(
     for flag, value in (("--dim", dim), ("--window", window), ("--min-count", min_count), ("--epochs", epochs)):
         check_at_least(flag, value, 1)
     import_gensim()
+    if str(out) == "-":
+        raise UserError("--out -: word vectors go to a file, not to standard output")
+    writable_target(out)
     if out.exists() and not force:
         raise UserError(f"{out}: exists; use --force to replace it")
-    writable_target(out)
     texts = distinct_texts(record for path in corpus
                            for record in datasets.stream(path, "train", fmt=format, text_col=text_col, label_col=None))
     stderr().print(f"{len(texts):,} distinct documents, {sum(map(len, texts)):,} tokens", highlight=False)

@@ -79,6 +79,12 @@ class Keep:
         off = abs(valid["selection_rate"] - self.target)
         return (0, valid["loss"]) if off <= self.tolerance + 1e-12 else (1, off)
 
+    def reached(self, valid: dict) -> bool:
+        """Whether an epoch counts for patience: always for the loss alone; with a target,
+        once the kept epoch is at the target rate (before that, training is still
+        reaching it, and early stopping and learning-rate decay wait)."""
+        return self.key(valid)[0] == 0
+
     def describe(self) -> str:
         return ("validation loss" if self.target is None else
                 f"validation loss at a selection rate within {self.tolerance:g} of {self.target:g}")
@@ -220,7 +226,7 @@ def fit(
                 state.best, state.stale = {"epoch": epoch, "valid": result.valid}, 0
                 if restore_best:
                     state.best_weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
-            else:
+            elif keep.reached(state.best["valid"]):  # while no epoch is at the target rate, none is stale
                 state.stale += 1
                 if lr_decay < 1.0:
                     for group in optimizer.param_groups:

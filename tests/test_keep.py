@@ -51,6 +51,20 @@ def test_fit_keeps_the_weights_of_the_epoch_the_rule_picks(monkeypatch):
     assert all(torch.equal(weights[2][k], v) for k, v in model.state_dict().items())
 
 
+def test_patience_waits_until_an_epoch_reaches_the_target(monkeypatch):
+    # off the target (and no nearer) for three epochs, then on it, then two epochs worse
+    scripted = iter([(0.05, 0.9), (0.04, 0.9), (0.03, 0.9), (0.05, 0.13), (0.06, 0.13), (0.07, 0.13)])
+
+    def validate(run, epoch, valid, batch_size):
+        loss, rate = next(scripted)
+        return {"loss": loss, "selection_rate": rate, "documents": len(valid)}
+
+    monkeypatch.setattr(fit_module, "validate", validate)
+    model, vocab, task, train, valid = demo_parts()
+    state = fit(model, vocab, task, train[:100], valid, epochs=6, batch_size=50, patience=2, keep=Keep(0.13, 0.02))
+    assert state.best["epoch"] == 4 and state.epoch == 6 and state.stop.startswith("early stop")
+
+
 def test_best_loss_at_rate_needs_an_extractor_holding_a_rate():
     assert from_values({"extractor": "hardkuma", "keep": "best-loss-at-rate"}).keep_rule() == Keep(0.13, 0.02)
     rule = from_values({"extractor": "bernoulli", "lagrangian": True, "budget": "0.07",

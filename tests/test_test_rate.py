@@ -28,6 +28,16 @@ def test_decode_holds_each_documents_share_of_its_best_scored_tokens():
     assert model.decode(ids, mask)[0].sum(-1).tolist() == [3.0, 3.0]
 
 
+def test_a_sparse_support_is_never_filled_up_with_zero_scored_tokens():
+    torch.manual_seed(0)
+    model = RationaleModel(30, 8, 8, 1, encoder="cnn", extractor="topk-sparsemax").eval()
+    ids, mask = torch.randint(2, 30, (3, 20)), torch.ones(3, 20)
+    _, scores, _ = model.decode(ids, mask)
+    model.test_rate = Budget(0.9)
+    z = model.decode(ids, mask)[0]
+    assert torch.equal(z, (scores > 0).float())  # a cap here: the support, not the first tokens
+
+
 def test_evaluate_reports_the_rate_asked_for_and_the_rate_reached(tmp_path):
     runner = CliRunner()
     run = tmp_path / "run"
@@ -41,3 +51,8 @@ def test_evaluate_reports_the_rate_asked_for_and_the_rate_reached(tmp_path):
     assert metrics["test_rate"] == 0.2 and abs(metrics["selection_rate"] - 0.2) < 0.02
     result = runner.invoke(app, ["evaluate", str(run), "demo", "--rate", "none"])
     assert result.exit_code == 2 and "--rate" in result.output
+    full = tmp_path / "full"
+    assert runner.invoke(app, ["train", "--data", "demo", "--out", str(full), "--epochs", "1", "--extractor", "full",
+                               "--encoder", "cnn", "--embedding-dim", "8", "--hidden-size", "8"]).exit_code == 0
+    result = runner.invoke(app, ["evaluate", str(full), "demo", "--rate", "0.2"])
+    assert result.exit_code == 2 and "no best tokens" in result.output
