@@ -45,13 +45,16 @@ class Record:
 
     def gold_mask(self) -> list[int] | None:
         """0/1 per token from the gold spans, or None without gold."""
-        if self.rationale is None:
-            return None
-        mask = [0] * len(self.tokens)
-        for start, end in self.rationale:
-            for i in range(max(start, 0), min(end, len(self.tokens))):
-                mask[i] = 1
-        return mask
+        return None if self.rationale is None else spans_to_mask(self.rationale, len(self.tokens))
+
+
+def spans_to_mask(spans, length: int) -> list[int]:
+    """0/1 per position from ``(start, end)`` spans (end exclusive; clipped to the length)."""
+    mask = [0] * length
+    for start, end in spans:
+        for i in range(max(start, 0), min(end, length)):
+            mask[i] = 1
+    return mask
 
 
 def mask_to_spans(mask) -> list[Span]:

@@ -8,24 +8,25 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from rationale_cli.evaluation.eraser import ScoredDocument, drop, eraser_scores, iou_scores, tokens_of
+from rationale_cli.evaluation.eraser import ScoredDocument, drop, eraser_scores, iou_scores
 from rationale_cli.evaluation.results import paired, read_predictions
 from rationale_cli.evaluation.faithfulness import faithfulness_summary, scored_documents
 from rationale_cli.inference import evaluate as model_metrics
 from rationale_cli.evaluation.metrics import ClassificationScores, RationaleScores, RegressionScores, document_scores
 from rationale_cli.errors import UserError
-from rationale_cli.records import Record
+from rationale_cli.records import Record, spans_to_mask
 
 
-def mask(spans, length: int) -> list[int]:
-    chosen = tokens_of(spans)
-    return [int(i in chosen) for i in range(length)]
+def masks(doc: ScoredDocument) -> tuple[list[int], list[int] | None]:
+    """The document's selection and gold (None without gold) as 0/1 per token."""
+    gold = None if doc.gold is None else spans_to_mask(doc.gold, doc.length)
+    return spans_to_mask(doc.spans or [], doc.length), gold
 
 
 def document_row(doc: ScoredDocument, extra: dict | None = None) -> dict:
     """One document's scores: its token P/R/F1 (``rationale_cli.evaluation.metrics`` conventions),
     IOU-F1 at 0.5, prediction and gold label, and the faithfulness drops it has."""
-    own = document_scores(mask(doc.spans or [], doc.length), None if doc.gold is None else mask(doc.gold, doc.length))
+    own = document_scores(*masks(doc))
     row = {"id": doc.id, "label": doc.label, "prediction": doc.prediction, **own}
     if doc.gold is not None:
         row["iou_f1"] = iou_scores([doc])[0]["micro"]["f1"]
@@ -71,7 +72,7 @@ def own_scores(docs: Sequence[ScoredDocument], hard: bool) -> dict:
     if hard:
         rationale = RationaleScores()
         for d in docs:
-            rationale.add(mask(d.spans or [], d.length), None if d.gold is None else mask(d.gold, d.length))
+            rationale.add(*masks(d))
         out.update(rationale.result())
     return out
 
