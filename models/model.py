@@ -16,6 +16,7 @@ from torch import Tensor, nn
 
 from models.architectures import build_architecture
 from models.budget import Budget, top_k_mask
+from models.encoders.base import TokenRows
 from models.selection import Selection, Selector
 from models.selectors import build_selector, selector_class
 
@@ -57,20 +58,24 @@ class RationaleModel(nn.Module):
         # (that share or count, none scored 0) instead of the extractor's own decision
         self.test_rate: Budget | None = None
 
-    def states(self, emb: Tensor, mask: Tensor) -> Tensor | None:
+    def states(self, emb: Tensor, mask: Tensor, ids: Tensor | None = None) -> Tensor | None:
+        """The selector encoder's states; ``ids`` (at inference) let it compute per distinct token."""
         if self.selector_encoder is None:
             return None
-        return self.selector_encoder(emb, mask)[0]
+        tokens = None if ids is None else TokenRows(ids, self.embed.weight, torch.ones_like(mask))
+        return self.selector_encoder(emb, mask, tokens)[0]
 
-    def predict_masked(self, emb: Tensor, mask: Tensor, masks: Tensor) -> Tensor:
-        """Outputs ``[B, S, outputs]`` for masks ``[B, S, T]`` over embeddings ``[B, T, D]``."""
+    def predict_masked(self, emb: Tensor, mask: Tensor, masks: Tensor, ids: Tensor | None = None) -> Tensor:
+        """Outputs ``[B, S, outputs]`` for masks ``[B, S, T]`` over embeddings ``[B, T, D]`` (of the
+        tokens ``ids``, when given with one mask each: the predictor may compute per distinct token)."""
         batch, samples, length = masks.shape
         gate = (masks * mask.unsqueeze(1)).reshape(batch * samples, length)
         x = emb.unsqueeze(1).expand(batch, samples, length, emb.shape[-1]).reshape(batch * samples, length, -1)
         read = gate
         if not self.predictor_encoder.skips_unselected:
             read = mask.unsqueeze(1).expand(batch, samples, length).reshape(batch * samples, length)
-        _, summary = self.predictor_encoder(x * gate.unsqueeze(-1), read)
+        tokens = TokenRows(ids, self.embed.weight, gate) if ids is not None and samples == 1 else None
+        _, summary = self.predictor_encoder(x * gate.unsqueeze(-1), read, tokens)
         return self.output(summary).view(batch, samples, -1)
 
     def forward(self, ids: Tensor, mask: Tensor, visible: Tensor | None = None) -> tuple[Selection, Tensor]:
@@ -87,11 +92,11 @@ class RationaleModel(nn.Module):
     def decode(self, ids: Tensor, mask: Tensor, visible: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
         """Test-time rationale ``z [B, T]``, per-token scores ``[B, T]`` and outputs ``[B, outputs]``."""
         emb = self.embed(ids)
-        states = self.states(emb, mask)
+        states = self.states(emb, mask, ids)
         selectable = mask if visible is None else mask - visible
         z, scores = self.selector.decode_with_scores(states, selectable)
         if self.test_rate is not None:  # never a token scored 0 (outside a sparse support)
             z = top_k_mask(scores, selectable, self.test_rate.tokens(selectable)) * (scores > 0)
         z, scores = z * selectable, scores * selectable
         read = z if visible is None else z + visible
-        return z, scores, self.predict_masked(emb, mask, read.unsqueeze(1))[:, 0]
+        return z, scores, self.predict_masked(emb, mask, read.unsqueeze(1), ids)[:, 0]

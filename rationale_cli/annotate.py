@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
+from rationale_cli.allocator import keep_freed_memory
 from rationale_cli.atomic import text_output, writable_target, write_text_atomic
 from rationale_cli.errors import UserError
 from rationale_cli.evaluation.faithfulness import scored_documents
@@ -204,6 +205,7 @@ def annotate(job: Job, run: Run, records: Iterable[Record], device, *, force: bo
     the signal that stopped it early (None when it completed)."""
     from rationale_cli.writers import open_writer
 
+    keep_freed_memory()
     identity = job.identity(run)
     # the file the output becomes (a link's target); standard output, a device or a pipe is written through
     dest = None if str(job.out) == "-" else writable_target(job.out)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import random
+from itertools import chain
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Iterable, Iterator, Sequence
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -31,19 +33,44 @@ def model_tokens(record: Record) -> list[str]:
     return record.tokens + [SEP] + record.query if record.query else record.tokens
 
 
+TOKENS_PER_DOCUMENT = 256  # a batch of n documents holds at most n times this many padded positions
+
+
+def model_length(record: Record) -> int:
+    """How many tokens the model reads for ``record`` (:func:`model_tokens`)."""
+    return len(record.tokens) + (len(record.query) + 1 if record.query else 0)
+
+
+def capped_batches(records: Iterable[Record], size: int) -> Iterator[list[Record]]:
+    """Batches in input order of at most ``size`` documents and ``size * TOKENS_PER_DOCUMENT``
+    padded positions, so that long documents make smaller batches (memory stays bounded
+    whatever the lengths); a document longer than that is a batch of its own."""
+    budget = size * TOKENS_PER_DOCUMENT
+    batch: list[Record] = []
+    longest = 0
+    for record in records:
+        length = model_length(record)
+        if batch and (len(batch) == size or max(longest, length) * (len(batch) + 1) > budget):
+            yield batch
+            batch, longest = [], 0
+        batch.append(record)
+        longest = max(longest, length)
+    if batch:
+        yield batch
+
+
 def make_batch(records: Sequence[Record], vocab: Vocab, task=None, device: str | torch.device = "cpu") -> Batch:
     """Token ids ``[B, T]`` (0 = pad), a float mask, the query positions (``visible``, None
     when no document has a query) and, when a task is given, targets."""
-    read = [model_tokens(r) for r in records]
-    length = max(map(len, read))
-    ids = torch.zeros(len(records), length, dtype=torch.long)
-    mask = torch.zeros(len(records), length)
-    for row, tokens in enumerate(read):
-        ids[row, : len(tokens)] = torch.tensor(vocab.encode(tokens), dtype=torch.long)
-        mask[row, : len(tokens)] = 1.0
+    read = [model_tokens(r) for r in records]  # model_length(r) tokens each
+    lengths = torch.tensor([len(tokens) for tokens in read])
+    real = torch.arange(int(lengths.max())) < lengths.unsqueeze(1)
+    ids = torch.zeros(real.shape, dtype=torch.long)
+    ids[real] = torch.from_numpy(np.array(vocab.encode(list(chain.from_iterable(read))), dtype=np.int64))
+    mask = real.float()
     visible = None
     if any(r.query for r in records):
-        visible = torch.zeros(len(records), length)
+        visible = torch.zeros(real.shape)
         for row, (record, tokens) in enumerate(zip(records, read)):
             visible[row, len(record.tokens) : len(tokens)] = 1.0
         visible = visible.to(device)

@@ -7,7 +7,7 @@ from typing import Iterable, Iterator
 
 import torch
 
-from rationale_cli.batching import make_batch
+from rationale_cli.batching import capped_batches, make_batch
 from rationale_cli.evaluation.eraser import ScoredDocument
 from rationale_cli.evaluation.metrics import RationaleScores
 from rationale_cli.records import Record
@@ -39,6 +39,13 @@ def chunks(records: Iterable[Record], size: int) -> Iterator[list[Record]]:
         yield chunk
 
 
+def rounded(values: Tensor, decimals: int) -> Tensor:
+    """``values`` rounded to ``decimals`` places in float64 (what Python's ``round`` gives, for a
+    whole batch at once; -0.0 becomes 0.0)."""
+    scale = 10.0**decimals
+    return values.detach().cpu().double().mul_(scale).round_().div_(scale).add_(0.0)
+
+
 def run(
     model: RationaleModel,
     vocab: Vocab,
@@ -54,20 +61,19 @@ def run(
     was_training = model.training
     model.eval()
     try:
-        for chunk in chunks(records, batch_size):
+        for chunk in capped_batches(records, batch_size):
             labelled = all(r.label is not None for r in chunk)
             batch = make_batch(chunk, vocab, task if labelled else None, device)
             z, scores, outputs = model.decode(batch.ids, batch.mask, batch.visible)
             losses = task.loss(outputs, batch.targets).tolist() if labelled else [None] * len(chunk)
-            selected, scores, outputs = (z != 0).int().tolist(), scores.cpu().tolist(), outputs.cpu()
+            selected, scores = (z != 0).int().tolist(), rounded(scores, 4).tolist()
             unknown = ((batch.ids == vocab.stoi[UNK]) & (batch.mask > 0)).sum(1).tolist()
-            for row, record in enumerate(chunk):
+            for row, (record, (prediction, extra)) in enumerate(zip(chunk, task.describe(outputs.cpu()))):
                 n = len(record.tokens)
-                prediction, extra = task.describe(outputs[row])
                 yield Output(
                     record=record,
                     selected=selected[row][:n],
-                    scores=[round(v, 4) for v in scores[row][:n]],
+                    scores=scores[row][:n],
                     prediction=prediction,
                     extra=extra,
                     loss=losses[row],

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from itertools import compress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,10 +51,29 @@ def check_output(out: Path, source: str | Path) -> None:
         raise UserError(f"{out}: is the input; choose another --out")
 
 
-def prediction_json(result: Output) -> dict:
+class ScoreText(dict):
+    """JSON text of a token score: the 10,001 values in [0, 1] that rounding to 4 places gives
+    are looked up (formatting floats is most of the time of writing a line), others formatted
+    (a zero is written 0.0 whatever its sign)."""
+
+    def __missing__(self, value: float) -> str:
+        return json.dumps(finite(value))
+
+
+SCORE_TEXT = ScoreText({k / 10_000: repr(k / 10_000) for k in range(10_001)})
+
+
+def prediction_line(result: Output) -> str:
+    """:func:`prediction_json` as one JSON line (what ``to_json_line`` writes, faster)."""
+    head = to_json_line(prediction_json(result, scores=False))
+    return f'{head[:-2]}, "token_scores": [{", ".join(map(SCORE_TEXT.__getitem__, result.scores))}]}}\n'
+
+
+def prediction_json(result: Output, scores: bool = True) -> dict:
     """id, prediction (and class probabilities), rationale token spans (end exclusive),
     character spans into the raw text when there is one, selected tokens and
-    per-token selection scores; the gold label when the input had one."""
+    per-token selection scores (last; not with ``scores=False``); the gold label when the
+    input had one."""
     record = result.record
     spans = mask_to_spans(result.selected)
     line = {"id": record.id, "prediction": result.prediction, **result.extra}
@@ -62,6 +82,7 @@ def prediction_json(result: Output) -> dict:
     line["rationale"] = [list(span) for span in spans]
     if record.offsets is not None:
         line["char_spans"] = [[record.offsets[start][0], record.offsets[end - 1][1]] for start, end in spans]
-    line["selected_tokens"] = [tok for tok, z in zip(record.tokens, result.selected) if z]
-    line["token_scores"] = result.scores
+    line["selected_tokens"] = list(compress(record.tokens, result.selected))
+    if scores:
+        line["token_scores"] = result.scores
     return line

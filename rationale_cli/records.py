@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 Span = tuple[int, int]
@@ -59,14 +60,11 @@ def spans_to_mask(spans, length: int) -> list[int]:
 
 def mask_to_spans(mask) -> list[Span]:
     """Maximal runs of nonzero entries as ``(start, end)`` spans, end exclusive."""
-    spans: list[Span] = []
-    start = None
-    for i, value in enumerate(mask):
-        if value and start is None:
-            start = i
-        elif not value and start is not None:
-            spans.append((start, i))
-            start = None
-    if start is not None:
-        spans.append((start, len(mask)))
-    return spans
+    try:
+        flags = bytes(mask)  # small non-negative ints: the runs found by a regular expression
+    except (TypeError, ValueError):
+        flags = bytes(1 if value else 0 for value in mask)
+    return [run.span() for run in NONZERO_RUNS.finditer(flags)]
+
+
+NONZERO_RUNS = re.compile(rb"[^\x00]+")

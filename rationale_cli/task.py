@@ -31,8 +31,8 @@ class Task:
         """Per-example loss; ``outputs [..., outputs]``, ``targets [...]``."""
         raise NotImplementedError
 
-    def describe(self, output: Tensor) -> tuple[float | str, dict]:
-        """A user-facing prediction from one output vector, plus extra fields."""
+    def describe(self, outputs: Tensor) -> list[tuple[float | str, dict]]:
+        """User-facing predictions from output vectors ``[B, outputs]``, each with extra fields."""
         raise NotImplementedError
 
     def scores(self):
@@ -58,8 +58,8 @@ class Regression(Task):
     def loss(self, outputs, targets):
         return (torch.sigmoid(outputs.squeeze(-1)) - targets) ** 2
 
-    def describe(self, output):
-        return round(float(torch.sigmoid(output[0])), 6), {}
+    def describe(self, outputs):
+        return [(round(score, 6), {}) for score in torch.sigmoid(outputs[:, 0]).tolist()]
 
     def scores(self):
         return RegressionScores()
@@ -92,10 +92,10 @@ class Classification(Task):
         flat = outputs.reshape(-1, outputs.shape[-1])
         return F.cross_entropy(flat, targets.reshape(-1), reduction="none").view(targets.shape)
 
-    def describe(self, output):
-        probs = torch.softmax(output, -1)
-        best = int(probs.argmax())
-        return self.labels[best], {"probabilities": {l: round(float(p), 6) for l, p in zip(self.labels, probs)}}
+    def describe(self, outputs):
+        probs = torch.softmax(outputs, -1)
+        return [(self.labels[best], {"probabilities": {label: round(p, 6) for label, p in zip(self.labels, row)}})
+                for best, row in zip(probs.argmax(-1).tolist(), probs.tolist())]
 
     def scores(self):
         return ClassificationScores(self.labels)

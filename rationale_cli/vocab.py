@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import repeat
+
 import json
 from collections import Counter
 from pathlib import Path
@@ -54,9 +56,19 @@ class Vocab:
     def encode(self, tokens: Iterable[str]) -> list[int]:
         """Indices of ``tokens`` (lower-cased first when the vocabulary is)."""
         unk = self.stoi[UNK]
-        if self.lower:
-            return [self.stoi.get(t.lower(), unk) for t in tokens]
-        return [self.stoi.get(t, unk) for t in tokens]
+        if not self.lower:
+            return list(map(self.stoi.get, tokens, repeat(unk)))
+        # a word of a lower-cased vocabulary is its own lower case: look tokens up as they
+        # are, then lower only those not found (most text is lower case already)
+        tokens = tokens if isinstance(tokens, list) else list(tokens)
+        ids = list(map(self.stoi.get, tokens))
+        missing = -1
+        try:
+            while True:  # each search starts after the last miss: one pass in all
+                missing = ids.index(None, missing + 1)
+                ids[missing] = self.stoi.get(tokens[missing].lower(), unk)
+        except ValueError:  # no more misses
+            return ids
 
     def to_dict(self) -> dict:
         """A JSON-ready form: ``{"itos": [...], "lower": bool}``."""

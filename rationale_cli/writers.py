@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, TextIO
 from rationale_cli.api import Rationale
 from rationale_cli.atomic import atomic_path, writable_target
 from rationale_cli.errors import UserError
-from rationale_cli.output import prediction_json, to_json_line
+from rationale_cli.output import prediction_json, prediction_line, to_json_line
 
 if TYPE_CHECKING:
     from rationale_cli.inference import Output
@@ -128,7 +128,7 @@ class TextWriter(Writer):
 
 class JsonLinesWriter(TextWriter):
     def write(self, outputs: list[Output]) -> None:
-        self.handle.writelines(to_json_line(prediction_json(output)) for output in outputs)
+        self.handle.writelines(map(prediction_line, outputs))
 
 
 class EraserWriter(TextWriter):

@@ -13,8 +13,10 @@ from typer.testing import CliRunner
 
 from rationale_cli import datasets
 from rationale_cli.annotate import Shard, count_documents, partial_path, state_path
+from rationale_cli.batching import capped_batches
 from rationale_cli.cli import app
 from rationale_cli.errors import UserError
+from rationale_cli.records import Record
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -149,6 +151,15 @@ def test_most_tokens_unknown_is_a_warning(run_dir, tmp_path):
     result = invoke("predict", run_dir, source, "--out", tmp_path / "p.jsonl")
     assert result.exit_code == 0
     assert "67% of the tokens are unknown" in result.output
+
+
+def test_batches_are_capped_in_padded_tokens():
+    """Long documents make small batches (memory bounded whatever the lengths), in input order."""
+    records = [Record(id=str(i), tokens=["w"] * n) for i, n in enumerate([3, 300, 10, 10, 600, 5])]
+    batches = list(capped_batches(records, 2))  # at most 2 documents and 2 * 256 padded positions
+    assert [[r.id for r in batch] for batch in batches] == [["0"], ["1"], ["2", "3"], ["4"], ["5"]]
+    with_query = Record(id="q", tokens=["w"] * 200, query=["q"] * 100)
+    assert len(list(capped_batches([with_query, with_query], 2))) == 2  # 301 positions each
 
 
 def test_shard_and_count_helpers(tmp_path):

@@ -15,6 +15,8 @@ from models.encoders import (
     RCNNEncoder,
     build_encoder,
 )
+from models.encoders.base import TokenRows
+from models.encoders.cnn import kernel_taps, scattered_sum, shifted_sum
 from models.encoders.recurrence import (
     lstm_scan,
     lstm_scan_autograd,
@@ -125,6 +127,86 @@ def test_no_grad_path_matches_training_path(config):
         s2, h2 = enc(x, mask)
     torch.testing.assert_close(s1.detach(), s2, atol=1e-6, rtol=0)
     torch.testing.assert_close(h1.detach(), h2, atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("config", RECURRENT, ids=ids)
+def test_inference_runs_only_the_read_steps_with_the_same_result(config, monkeypatch):
+    """A step with mask 0 carries the state over, so without gradients the scan runs each
+    row's read steps only, moved to the front: the states and summaries of the full scan."""
+    enc = make(*config)
+    x = torch.randn(4, 12, IN)
+    mask = torch.zeros(4, 12)
+    mask[0, [1, 5, 6]] = 1.0
+    mask[1, [0, 11]] = torch.tensor([0.5, 1.0])
+    mask[3, 3] = 0.25  # row 2 reads nothing
+    steps = []
+    scan = enc.scan
+    monkeypatch.setattr(enc, "scan", lambda x, m, tokens=None: (steps.append(x.shape[1]), scan(x, m, tokens))[1])
+    full = enc(x.clone().requires_grad_(), mask)
+    with torch.no_grad():
+        short = enc(x, mask)
+        none = enc(x, torch.zeros_like(mask))
+    assert steps == [12, 3]  # the full scan, then the three steps of row 0
+    torch.testing.assert_close(short[0], full[0].detach(), atol=1e-6, rtol=0)
+    torch.testing.assert_close(short[1], full[1].detach(), atol=1e-6, rtol=0)
+    assert (short[0][mask == 0] == 0).all()
+    assert not none[0].any() and not none[1].any()
+
+
+@pytest.mark.parametrize("kernel_size", [1, 3, 5])
+@pytest.mark.parametrize("length", [1, 2, 9])
+def test_inference_convolutions_equal_conv1d(kernel_size, length):
+    """The CNN's inference convolutions (one matrix product and shifted sums; from the
+    nonzero rows only) against Conv1d, short sequences included."""
+    torch.manual_seed(kernel_size + length)
+    conv = torch.nn.Conv1d(IN, HID, kernel_size, padding=kernel_size // 2)
+    x = torch.randn(4, length, IN) * (torch.rand(4, length, 1) < 0.4)
+    with torch.no_grad():
+        expected = conv(x.transpose(1, 2)).transpose(1, 2)
+        taps = kernel_taps(conv)
+        torch.testing.assert_close(shifted_sum(conv, x @ taps), expected, atol=1e-6, rtol=0)
+        batch, position = (x != 0).any(-1).nonzero(as_tuple=True)
+        sparse = scattered_sum(conv, x[batch, position] @ taps, batch, position, (4, length))
+        torch.testing.assert_close(sparse, expected, atol=1e-6, rtol=0)
+
+
+def test_cnn_inference_on_a_short_rationale_matches_training(monkeypatch):
+    """A predictor's input is zero outside the rationale: without gradients the CNN takes
+    the sparse path, and gives what the training path gives."""
+    import models.encoders.cnn as cnn
+
+    torch.manual_seed(0)
+    enc = CNNEncoder(IN, HID, layers=2).eval()
+    x = torch.randn(5, 20, IN) * (torch.rand(5, 20, 1) < 0.15)
+    mask = torch.ones(5, 20)
+    mask[1, 14:] = 0
+    calls = []
+    monkeypatch.setattr(cnn, "scattered_sum", lambda *a: (calls.append(1), scattered_sum(*a))[1])
+    states, summary = enc(x.clone().requires_grad_(), mask)
+    with torch.no_grad():
+        fast_states, fast_summary = enc(x, mask)
+    assert calls  # the first layer's input is mostly zero rows
+    torch.testing.assert_close(fast_states, states.detach(), atol=1e-6, rtol=0)
+    torch.testing.assert_close(fast_summary, summary.detach(), atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=ids)
+def test_inference_per_distinct_token_matches_training(config):
+    """Given what the input is made of (embedding rows times a gate), encoders compute their
+    first layer once per distinct token at inference: the training path's result."""
+    enc = make(*config)
+    table = torch.randn(9, IN)
+    ids_ = torch.randint(0, 9, (4, 11))
+    for scale in (torch.ones(4, 11), (torch.rand(4, 11) < 0.3).float() * torch.rand(4, 11).round().add(0.5).clamp(max=1)):
+        mask = torch.ones(4, 11)
+        mask[2, 7:] = 0
+        x = table[ids_] * scale.unsqueeze(-1)
+        gate = mask if config[0] == "cnn" else mask * scale
+        states, summary = enc(x.clone().requires_grad_(), gate)
+        with torch.no_grad():
+            fast_states, fast_summary = enc(x, gate, TokenRows(ids_, table, scale))
+        torch.testing.assert_close(fast_states, states.detach(), atol=1e-5, rtol=0)
+        torch.testing.assert_close(fast_summary, summary.detach(), atol=1e-5, rtol=0)
 
 
 def test_empty_sequences():

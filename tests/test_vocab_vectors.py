@@ -19,6 +19,15 @@ DOCS = [["The", "beer", "is", "good"], ["the", "head", "is", "white"], ["the", "
 # --- vocabulary -----------------------------------------------------------------------
 
 
+def test_encode_looks_up_the_lower_case_of_each_token():
+    lower = Vocab([PAD, UNK, "great", "head", "ıi"], lower=True)
+    tokens = ["Great", "head", "HEAD", "great", "nope", "ıI", "Ünknown"]
+    assert lower.encode(tokens) == [lower.stoi.get(t.lower(), 1) for t in tokens] == [2, 3, 3, 2, 1, 4, 1]
+    assert lower.encode(iter(tokens)) == lower.encode(tokens)
+    cased = Vocab([PAD, UNK, "Great", "head"], lower=False)
+    assert cased.encode(tokens) == [2, 3, 1, 1, 1, 1, 1]
+
+
 def test_build_orders_by_frequency_then_word():
     vocab = Vocab.build(DOCS)
     assert vocab.itos == [PAD, UNK, "the", "beer", "is", "good", "head", "white"]

@@ -59,6 +59,17 @@ def test_jsonl_is_the_line_predict_wrote(tmp_path):
     assert out.read_bytes() == "".join(to_json_line(prediction_json(o)) for o in outputs).encode("utf-8")
 
 
+def test_jsonl_scores_of_every_kind_are_written_as_json_would(tmp_path):
+    """Rounded scores are looked up, others (out of range, unrounded, tiny, not finite) formatted."""
+    scores = [k / 10_000 for k in range(0, 10_001, 7)] + [1.5, -0.25, 0.123456789, 1e-7, 0.0, float("inf")]
+    record = Record(id="x", tokens=["w"] * len(scores))
+    output = Output(record, [1] * len(scores), scores, prediction=0.5)
+    out = tmp_path / "p.jsonl"
+    write_all(out, "jsonl", [[output]])
+    assert out.read_text(encoding="utf-8") == to_json_line(prediction_json(output))
+    assert json.loads(out.read_text(encoding="utf-8"))["token_scores"][-6:] == [1.5, -0.25, 0.123456789, 1e-7, 0.0, None]
+
+
 def test_jsonl_to_standard_output(capsys):
     with open_writer("-", "jsonl") as writer:
         writer.write(BATCHES[0])

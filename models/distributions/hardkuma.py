@@ -38,7 +38,9 @@ def log1mexp(x: Tensor) -> Tensor:
 
 
 class HardKuma:
-    """HardKuma(a, b, l, r) with elementwise parameters (l, r default (-0.1, 1.1))."""
+    """HardKuma(a, b, l, r) with elementwise parameters (l, r default (-0.1, 1.1)). The
+    log-probabilities of the atoms are computed once per object (training's penalties and
+    test-time decoding each ask for them several times)."""
 
     def __init__(self, a: Tensor, b: Tensor, l: float = -0.1, r: float = 1.1):
         if not (l < 0.0 and r > 1.0):
@@ -65,25 +67,36 @@ class HardKuma:
 
     def log_p0(self) -> Tensor:
         """log P(H = 0) (eq. 8)."""
-        return self.log_cdf_k(self.stretch(0.0))
+        return log1mexp(self.log_p_nonzero())
 
     def log_p_nonzero(self) -> Tensor:
         """log P(H != 0) = b log(1 - k0^a): the expected-L0 term of eq. 11."""
-        return self.log_survival_k(self.stretch(0.0))
+        return self._log_p_nonzero
 
     def log_p1(self) -> Tensor:
         """log P(H = 1) (eq. 9)."""
+        return self._log_p1
+
+    @functools.cached_property
+    def _log_p_nonzero(self) -> Tensor:
+        return self.log_survival_k(self.stretch(0.0))
+
+    @functools.cached_property
+    def _log_p1(self) -> Tensor:
         return self.log_survival_k(self.stretch(1.0))
 
     def p0(self) -> Tensor:
         return torch.exp(self.log_p0())
+
+    def p_nonzero(self) -> Tensor:
+        return torch.exp(self.log_p_nonzero())
 
     def p1(self) -> Tensor:
         return torch.exp(self.log_p1())
 
     def p_continuous(self) -> Tensor:
         """P(0 < H < 1) = P(H != 0) - P(H = 1)."""
-        return (torch.exp(self.log_p_nonzero()) - self.p1()).clamp_min(0.0)
+        return (self.p_nonzero() - self.p1()).clamp_min(0.0)
 
     def rsample(self, generator: torch.Generator | None = None) -> Tensor:
         """A reparameterized sample (eqs. 10a-10c), u ~ U(EPS, 1 - EPS)."""

@@ -1,8 +1,41 @@
-"""Base classes of the encoders: :class:`Encoder` and the masked :class:`RecurrentEncoder`."""
+"""Base classes of the encoders: :class:`Encoder` and the masked :class:`RecurrentEncoder`;
+:class:`TokenRows`, what an embedded input is made of."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import torch
 from torch import Tensor, nn
+
+
+@dataclass(frozen=True)
+class TokenRows:
+    """An encoder input ``x [B, T, D]`` that is ``table[ids] * scale[..., None]``: embedding rows,
+    each times its gate (the rationale z, a padding mask, or 1). Then a linear map of each
+    row is one product per distinct token, ``(table[u] @ W)[inverse] * scale`` (a batch of
+    beer reviews holds about 6 times fewer distinct tokens than positions): what the
+    encoders' first layers compute at inference (:meth:`distinct_products`)."""
+
+    ids: Tensor  # [B, T] long
+    table: Tensor  # [V, D]
+    scale: Tensor  # [B, T]
+
+    def distinct_products(self, weight: Tensor) -> tuple[Tensor, Tensor]:
+        """``table[u] @ weight`` for each distinct token u at a position with a nonzero scale
+        ``[U, G]``, and each position's row in it ``[B, T]`` (-1 where the scale is 0): ``x @
+        weight`` is ``products[inverse] * scale`` there, and 0 elsewhere."""
+        read = self.scale != 0
+        distinct, inverse = torch.unique(self.ids[read], return_inverse=True)
+        return self.table[distinct] @ weight, torch.full_like(self.ids, -1).masked_scatter_(read, inverse)
+
+    def scaled(self, factor: Tensor) -> TokenRows:
+        """The rows of ``x * factor[..., None]``."""
+        return TokenRows(self.ids, self.table, self.scale * factor)
+
+    def gather(self, order: Tensor) -> TokenRows:
+        """The rows of ``x.gather(1, order)`` (``order [B, T']`` positions per row)."""
+        return TokenRows(self.ids.gather(1, order), self.table, self.scale.gather(1, order))
 
 
 class Encoder(nn.Module):
@@ -12,18 +45,36 @@ class Encoder(nn.Module):
     ``skips_unselected``: as a predictor, whether the encoder reads the rationale
     gate as its mask (recurrent encoders skip unselected tokens) or the padding
     mask over the gated input (convolutions see zeros where z = 0, as in D.6 of
-    Paulus et al., 2020, so an unselected token still gets a gradient)."""
+    Paulus et al., 2020, so an unselected token still gets a gradient).
+
+    ``tokens``, when given, says what ``x`` is made of (:class:`TokenRows`); an encoder may
+    use it at inference (without gradients, in eval mode) and otherwise ignores it."""
 
     output_size: int
     skips_unselected: bool = True
 
-    def forward(self, x: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:  # pragma: no cover - abstract
+    def forward(self, x: Tensor, mask: Tensor, tokens: TokenRows | None = None) -> tuple[Tensor, Tensor]:  # pragma: no cover - abstract
         raise NotImplementedError
+
+
+def without_grad(module: nn.Module, x: Tensor) -> bool:
+    """Whether ``module`` applied to ``x`` needs no gradient (inference): then it may take
+    shortcuts that autograd could not follow."""
+    return not torch.is_grad_enabled() or not (x.requires_grad or any(p.requires_grad for p in module.parameters()))
+
+
+SKIP_SHARE = 0.75  # below this share of steps to run, inference runs only the mask's nonzero steps
 
 
 class RecurrentEncoder(Encoder):
     """Shared by the masked recurrent encoders: sizes, input dropout, and the
-    empty-sequence case; subclasses implement ``scan(x, mask) -> (states, summary)``."""
+    empty-sequence case; subclasses implement ``scan(x, mask) -> (states, summary)``.
+
+    A step with mask 0 carries every state over unchanged, so without gradients the
+    scan runs over each row's nonzero steps only, moved to the front in order
+    (:meth:`skip_unread`): the same states and summary in fewer steps, e.g. a predictor
+    reading a short rationale. With ``tokens`` (inference, eval mode) the input
+    projections are computed per distinct token (:func:`models.encoders.recurrence.stack_directions`)."""
 
     def __init__(self, input_size: int, hidden_size: int, *, bidirectional: bool = True, dropout: float = 0.0):
         super().__init__()
@@ -34,13 +85,33 @@ class RecurrentEncoder(Encoder):
         self.output_size = self.directions * hidden_size
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+    def forward(self, x: Tensor, mask: Tensor, tokens: TokenRows | None = None) -> tuple[Tensor, Tensor]:
         mask = mask.to(x.dtype)
         if x.shape[1] == 0:  # no steps: nothing to encode
             return x.new_zeros(*x.shape[:2], self.output_size), x.new_zeros(x.shape[0], self.output_size)
-        return self.scan(self.dropout(x), mask)
+        if not without_grad(self, x):
+            return self.scan(self.dropout(x), mask)
+        tokens = None if self.training else tokens  # dropout changes x
+        read = mask > 0
+        steps = int(read.sum(1).max())
+        if steps < SKIP_SHARE * x.shape[1]:
+            return self.skip_unread(x, mask, read, steps, tokens)
+        return self.scan(self.dropout(x), mask, tokens)
 
-    def scan(self, x: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:  # pragma: no cover - abstract
+    def skip_unread(self, x: Tensor, mask: Tensor, read: Tensor, steps: int,
+                    tokens: TokenRows | None = None) -> tuple[Tensor, Tensor]:
+        """The scan over the ``read`` steps of each row (at most ``steps``), states put back
+        in place (zero elsewhere, as the full scan leaves them)."""
+        B, T, _ = x.shape
+        states = x.new_zeros(B, T, self.output_size)
+        if steps == 0:
+            return states, x.new_zeros(B, self.output_size)
+        order = torch.sort((~read).to(torch.uint8), dim=1, stable=True).indices[:, :steps]  # read steps first
+        short, summary = self.scan(self.dropout(x.gather(1, order.unsqueeze(-1).expand(-1, -1, x.shape[-1]))),
+                                   mask.gather(1, order), None if tokens is None else tokens.gather(order))
+        return states.scatter_(1, order.unsqueeze(-1).expand(-1, -1, self.output_size), short), summary
+
+    def scan(self, x: Tensor, mask: Tensor, tokens: TokenRows | None = None) -> tuple[Tensor, Tensor]:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def extra_repr(self) -> str:

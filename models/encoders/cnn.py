@@ -12,14 +12,22 @@ where m = 0, the masked max equals the plain max over s when there is a layer.
 ``layers = 0`` gives the
 dropped-out, masked inputs themselves (the 'simple' selector of D.6: its width-1
 convolutions are the selector's own linear maps).
+
+Without gradients a layer is computed as one matrix product of its input rows with the
+kernel's taps and shifted sums (:func:`layer`), from the nonzero rows only when most rows
+are zero (a predictor reading ``z x`` with a short rationale: a zero row adds exactly
+zero to every window), and the first layer from each distinct token's embedding once
+when the input's :class:`~models.encoders.base.TokenRows` are given: the same
+convolution with a fraction of the arithmetic.
 """
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
-from models.encoders.base import Encoder
+from models.encoders.base import Encoder, TokenRows, without_grad
 
 
 class CNNEncoder(Encoder):
@@ -44,13 +52,104 @@ class CNNEncoder(Encoder):
             nn.Conv1d(sizes[i], sizes[i + 1], kernel_size, padding=kernel_size // 2) for i in range(layers)
         )
 
-    def forward(self, x: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+    def forward(self, x: Tensor, mask: Tensor, tokens: TokenRows | None = None) -> tuple[Tensor, Tensor]:
         mask = mask.to(x.dtype)
         if x.shape[1] == 0:  # no positions: nothing to encode
             return x.new_zeros(*x.shape[:2], self.output_size), x.new_zeros(x.shape[0], self.output_size)
-        states = self.dropout(x) * mask.unsqueeze(-1)
         real = (mask > 0).unsqueeze(-1).to(x.dtype)
+        if not self.convs:
+            states = self.dropout(x) * mask.unsqueeze(-1)
+            summary = states.masked_fill(real == 0, float("-inf")).max(dim=1).values
+            return states, torch.where(real.amax(1) > 0, summary, 0.0)
+        rows = tokens.scaled(mask) if tokens is not None and not self.training and without_grad(self, x) else None
+        states = x if rows is not None else self.dropout(x) * mask.unsqueeze(-1)  # with rows, x is not read
         for conv in self.convs:
-            states = torch.relu(conv(states.transpose(1, 2))).transpose(1, 2) * real
-        summary = states.masked_fill(real == 0, float("-inf")).max(dim=1).values
-        return states, torch.where(real.amax(1) > 0, summary, 0.0)
+            states, rows = layer(conv, states, real, rows), None
+        return states, states.amax(dim=1)  # states >= 0 and 0 at padding: the masked max
+
+
+SPARSE_SHARE = 0.5  # below this share of nonzero rows, an inference layer reads only those
+
+
+def layer(conv: nn.Conv1d, x: Tensor, real: Tensor, rows: TokenRows | None = None) -> Tensor:
+    """``relu(conv(x)) * real`` for ``x [B, T, In]`` ('same' padding), ``real [B, T, 1]``. Without
+    gradients, in place: from what x is made of when ``rows`` says (:func:`token_sum`; x
+    itself is not read), else from the kernel taps' products of x's rows (:func:`shifted_sum`),
+    of its nonzero rows only when most rows are zero (:func:`scattered_sum`)."""
+    if not without_grad(conv, x):
+        return torch.relu(conv(x.transpose(1, 2)).transpose(1, 2)) * real
+    if rows is not None:
+        return token_sum(conv, rows).relu_().mul_(real)
+    B, T, _ = x.shape
+    taps = kernel_taps(conv)
+    read = nonzero_rows(x)
+    if read is not None and read.sum() < SPARSE_SHARE * read.numel():
+        batch, position = read.nonzero(as_tuple=True)
+        out = scattered_sum(conv, x[batch, position] @ taps, batch, position, (B, T))
+    else:
+        out = shifted_sum(conv, (x.reshape(B * T, -1) @ taps).view(B, T, -1))
+    return out.relu_().mul_(real)
+
+
+def token_sum(conv: nn.Conv1d, rows: TokenRows) -> Tensor:
+    """The convolution of ``x = table[ids] * scale`` from each distinct token's tap products:
+    output t is the bias plus ``scale_s (table[id_s] W_j)`` summed over the taps j, with
+    ``s = t + j - K // 2`` inside the sequence; one weighted bag sum of K rows per output."""
+    out_size, _, K = conv.weight.shape
+    products, inverse = rows.distinct_products(kernel_taps(conv))  # [U, K * Out], [B, T]
+    B, T = inverse.shape
+    table = torch.cat((products.view(-1, out_size), products.new_zeros(1, out_size)))  # row U * K: zero
+    source = inverse.new_full((B, T + K - 1), -1)  # the distinct token at each padded position
+    source[:, K // 2 : K // 2 + T] = inverse
+    scale = rows.scale.new_zeros(B, T + K - 1)
+    scale[:, K // 2 : K // 2 + T] = rows.scale
+    index = torch.stack([source[:, j : j + T] * K + j for j in range(K)], -1)  # [B, T, K]
+    index = torch.where(index >= 0, index, table.shape[0] - 1)
+    weight = torch.stack([scale[:, j : j + T] for j in range(K)], -1)
+    out = F.embedding_bag(index.view(-1, K), table, per_sample_weights=weight.view(-1, K), mode="sum")
+    return out.view(B, T, out_size).add_(conv.bias)
+
+
+def nonzero_rows(x: Tensor) -> Tensor | None:
+    """Which rows of ``x [B, T, In]`` are not all zero ``[B, T]``; None when a cheap lower bound
+    (the first column) already shows that most are."""
+    if (x[..., 0] != 0).sum() >= SPARSE_SHARE * x.shape[0] * x.shape[1]:
+        return None
+    return (x.amax(-1) != 0) | (x.amin(-1) != 0)
+
+
+def kernel_taps(conv: nn.Conv1d) -> Tensor:
+    """The kernel as one matrix ``[In, K * Out]``: ``x_s @ taps`` gives every tap's product ``x_s W_j``."""
+    out_size, in_size, K = conv.weight.shape
+    return conv.weight.permute(1, 2, 0).reshape(in_size, K * out_size)
+
+
+def shifted_sum(conv: nn.Conv1d, products: Tensor) -> Tensor:
+    """The convolution from every position's tap products ``[B, T, K * Out]``: output t adds
+    tap j's product of row ``t + j - K // 2`` (cross-correlation, as Conv1d), and the bias."""
+    B, T, _ = products.shape
+    out_size, _, K = conv.weight.shape
+    products = products.view(B, T, K, out_size)
+    out = products[:, :, K // 2] + conv.bias
+    for j in range(K):
+        shift = j - K // 2
+        if shift and abs(shift) < T:
+            low, high = max(0, -shift), T - max(0, shift)
+            out[:, low:high] += products[:, low + shift : high + shift, j]
+    return out
+
+
+def scattered_sum(conv: nn.Conv1d, products: Tensor, batch: Tensor, position: Tensor,
+                  shape: tuple[int, int]) -> Tensor:
+    """The convolution over ``shape = (B, length)`` positions from the tap products
+    ``[R, K * Out]`` of the rows at ``(batch, position)`` (every other row zero): row s's tap
+    j goes to output ``s - j + K // 2``; outputs that no such row reaches are the bias."""
+    out_size, _, K = conv.weight.shape
+    B, length = shape
+    out = conv.bias.expand(B * length, out_size).contiguous()
+    products = products.view(-1, K, out_size)
+    for j in range(K):
+        target = position - j + K // 2
+        inside = (target >= 0) & (target < length)
+        out.index_add_(0, (batch * length + target)[inside], products[inside, j])
+    return out.view(B, length, out_size)

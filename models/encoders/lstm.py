@@ -22,7 +22,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from models.encoders.base import RecurrentEncoder
+from models.encoders.base import RecurrentEncoder, TokenRows
 from models.encoders.recurrence import lstm_scan, merge_directions, stack_directions
 
 
@@ -47,6 +47,6 @@ class LSTMEncoder(RecurrentEncoder):
         for p in (self.weight_ih, self.weight_hh, self.bias):
             nn.init.uniform_(p, -bound, bound)
 
-    def scan(self, x: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
-        P, M = stack_directions(x, mask, self.weight_ih, self.bias)
+    def scan(self, x: Tensor, mask: Tensor, tokens: TokenRows | None = None) -> tuple[Tensor, Tensor]:
+        P, M = stack_directions(x, mask, self.weight_ih, self.bias, tokens)
         return merge_directions(lstm_scan(P, M, self.weight_hh), mask)

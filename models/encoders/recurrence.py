@@ -49,6 +49,8 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
+from models.encoders.base import TokenRows
+
 __all__ = [
     "lstm_scan",
     "lstm_scan_autograd",
@@ -343,25 +345,45 @@ def lstm_scan_autograd(P: Tensor, M: Tensor, U: Tensor) -> Tensor:
 # ---------------------------------------------------------------------------
 
 
-def stack_directions(x: Tensor, mask: Tensor, weight: Tensor, bias: Tensor) -> tuple[Tensor, Tensor]:
+def stack_directions(x: Tensor, mask: Tensor, weight: Tensor, bias: Tensor,
+                     tokens: TokenRows | None = None) -> tuple[Tensor, Tensor]:
     """Input projections and gates in the loop layout.
 
     ``x [B,T,In]``, ``mask [B,T]``, ``weight [D,In,G]``, ``bias [D,G]`` ->
-    ``P [D,T,B,G]`` (one batched matmul for all steps and directions) and
-    ``M [D,T,B,1]``; direction 1 (if any) sees the sequence reversed in time.
+    ``P [D,T,B,G]`` (one batched matmul for all steps and directions; with ``tokens``,
+    one product per distinct token) and ``M [D,T,B,1]``; direction 1 (if any) sees the
+    sequence reversed in time.
     """
     D = weight.shape[0]
-    xt = x.transpose(0, 1)  # [T, B, In]
     mt = mask.transpose(0, 1)
-    if D == 2:
-        xt = torch.stack((xt, xt.flip(0)))
-        mt = torch.stack((mt, mt.flip(0)))
-    else:
-        xt = xt.unsqueeze(0)
-        mt = mt.unsqueeze(0)
+    mt = torch.stack((mt, mt.flip(0))) if D == 2 else mt.unsqueeze(0)
+    if tokens is not None:
+        return token_projections(tokens, weight, bias), mt.unsqueeze(-1).contiguous()
+    xt = x.transpose(0, 1)  # [T, B, In]
+    xt = torch.stack((xt, xt.flip(0))) if D == 2 else xt.unsqueeze(0)
     _, T, B, In = xt.shape
     P = torch.baddbmm(bias.unsqueeze(1), xt.reshape(D, T * B, In), weight).view(D, T, B, -1)
     return P, mt.unsqueeze(-1).contiguous()
+
+
+def token_projections(tokens: TokenRows, weight: Tensor, bias: Tensor) -> Tensor:
+    """:func:`stack_directions`' ``P [D,T,B,G]`` from each distinct token's products, gathered
+    straight into place (the bias folded into the gathered rows when every scale is 0 or 1)."""
+    D, In, G = weight.shape
+    B, T = tokens.ids.shape
+    products, inverse = tokens.distinct_products(weight.permute(1, 0, 2).reshape(In, D * G))
+    rows = inverse.t().masked_fill(inverse.t() < 0, products.shape[0])  # [T, B]; the zero row last
+    binary = bool(((tokens.scale == 0) | (tokens.scale == 1)).all())
+    P = products.new_empty(D, T, B, G)
+    for d in range(D):
+        table = torch.cat((products[:, d * G : (d + 1) * G], products.new_zeros(1, G)))
+        if binary:
+            table += bias[d]
+        torch.index_select(table, 0, (rows if d == 0 else rows.flip(0)).reshape(-1), out=P[d].view(T * B, G))
+        if not binary:
+            scale = tokens.scale.t() if d == 0 else tokens.scale.t().flip(0)
+            P[d].mul_(scale.unsqueeze(-1)).add_(bias[d])
+    return P
 
 
 def merge_directions(out: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
@@ -369,9 +391,9 @@ def merge_directions(out: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
     backward direction flipped back) and summary ``[B,D*H]`` = concat(forward
     h_T, backward h at position 0), i.e. each direction's final state."""
     D, T, B, H = out.shape
-    states = out[0].transpose(0, 1)
-    summary = out[:, -1].transpose(0, 1).reshape(B, D * H)
+    states = out.new_empty(B, T, D * H)
+    states[..., :H] = out[0].transpose(0, 1)
     if D == 2:
-        states = torch.cat((states, out[1].flip(0).transpose(0, 1)), -1)
-    states = states * (mask > 0).unsqueeze(-1).to(states.dtype)
-    return states, summary
+        states[..., H:] = out[1].flip(0).transpose(0, 1)
+    summary = out[:, -1].transpose(0, 1).reshape(B, D * H)
+    return states.mul_((mask > 0).unsqueeze(-1).to(states.dtype)), summary

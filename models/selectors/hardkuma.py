@@ -50,7 +50,8 @@ def expected_costs(log_p0: Tensor, log_nonzero: Tensor, mask: Tensor) -> tuple[T
 def most_likely(dist: HardKuma) -> Tensor:
     """0, 1, or the rectified mean, whichever of the three outcomes is most probable (the
     mean, a quadrature, computed only where it is needed)."""
-    p0, p1, pc = dist.p0(), dist.p1(), dist.p_continuous()
+    p0, p1 = dist.p0(), dist.p1()
+    pc = (dist.p_nonzero() - p1).clamp_min(0.0)  # P(0 < H < 1)
     zero = (p0 >= p1) & (p0 >= pc)
     continuous = ~zero & (p1 < pc)
     z = (~zero & ~continuous).to(p0.dtype)
@@ -128,4 +129,4 @@ class HardKumaSelector(Selector):
     def decode_with_scores(self, states: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
         """The decoded z and P(z_i != 0) (conditioned on the decoded prefix when dependent)."""
         z, dist = self.run(states, mask, most_likely)
-        return z, torch.exp(dist.log_p_nonzero()) * mask
+        return z, dist.p_nonzero() * mask

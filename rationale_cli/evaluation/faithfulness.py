@@ -23,10 +23,9 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 import torch
 
-from rationale_cli.batching import make_batch
+from rationale_cli.batching import capped_batches, make_batch
 from rationale_cli.evaluation.eraser import AOPC_THRESHOLDS, ScoredDocument, aopc, bins, drop, drops
 from rationale_cli.evaluation.metrics import mean
-from rationale_cli.inference import chunks
 from rationale_cli.records import Record, mask_to_spans
 from rationale_cli.task import Task
 from rationale_cli.vocab import UNK, Vocab
@@ -69,7 +68,7 @@ def model_values(model: RationaleModel, vocab: Vocab, task: Task, records: list[
                  device) -> list:
     """The full model's prediction values on each record."""
     out = []
-    for chunk in chunks(records, batch_size):
+    for chunk in capped_batches(records, batch_size):
         batch = make_batch(chunk, vocab, None, device)
         out += values(task, model.decode(batch.ids, batch.mask, batch.visible)[2])
     return out
@@ -85,7 +84,7 @@ def scored_documents(model: RationaleModel, vocab: Vocab, task: Task, records: I
     was_training = model.training
     model.eval()
     try:
-        for chunk in chunks(records, batch_size):
+        for chunk in capped_batches(records, batch_size):
             batch = make_batch(chunk, vocab, None, device)
             emb = model.embed(batch.ids)
             z, scores, outputs = model.decode(batch.ids, batch.mask, batch.visible)

@@ -6,6 +6,8 @@ expected``; callers pass the ``where`` string of the line at hand.
 
 from __future__ import annotations
 
+from itertools import repeat
+
 import gzip
 import json
 from pathlib import Path
@@ -84,7 +86,7 @@ def check_score(value, at: str, name: str = "score") -> float:
 
 def check_tokens(tokens, at: str, name: str = "tokens") -> list[str]:
     """A non-empty list of strings."""
-    if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
+    if not isinstance(tokens, list) or not all(map(isinstance, tokens, repeat(str))):
         raise UserError(f"{at}: expected '{name}' to be a list of strings")
     if not tokens:
         raise UserError(f"{at}: empty document, expected at least one token")
