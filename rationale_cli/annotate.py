@@ -13,18 +13,23 @@ SIGTERM stop at the next window boundary; after SIGKILL one window is redone. An
 
 ``--shard I/N`` annotates windows I, I+N, I+2N, ... of the input, so N processes or
 machines split a corpus with no coordination; :func:`merge` interleaves their outputs
-back into input order.
+back into input order. ``--workers N`` runs the windows of one command in N processes of
+one thread each on the CPU (the model's loops are mostly single-threaded work, so
+processes use the cores better than threads); this process reads, orders and writes.
 """
 
 from __future__ import annotations
 
 import csv
 import gzip
+import multiprocessing
 import hashlib
 import json
 import os
 import signal
 import time
+from collections import deque
+from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import ExitStack, contextmanager
 from itertools import islice
 from dataclasses import asdict, dataclass
@@ -188,6 +193,7 @@ class Job:
     batch_size: int = 64
     window: int = WINDOW
     shard: Shard = Shard()
+    workers: int = 1  # processes annotating windows (CPU), not part of the run's identity
 
     def identity(self, run: Run) -> dict:
         source = Path(self.input)
@@ -217,13 +223,9 @@ def annotate(job: Job, run: Run, records: Iterable[Record], device, *, force: bo
     mine = (w for i, w in enumerate(chunks(records, job.window)) if i % job.shard.count == job.shard.index)
     done = start.windows if start else 0
     try:
-        with stop_requests() as stops, open_writer(target, job.output_format, start.bytes if start else None) as writer:
-            for index, window in enumerate(mine):
-                if index < done:
-                    tally.resumed += len(window)
-                    progress(len(window))
-                    continue
-                outputs = annotate_window(run, window, job.batch_size, device, job.output_format == "eraser")
+        with stop_requests() as stops, open_writer(target, job.output_format, start.bytes if start else None) as writer, \
+                window_annotator(job, run, device) as annotated:
+            for index, window, outputs in annotated(enumerate(mine), done, tally, progress):
                 writer.write(outputs)
                 size = writer.flush()
                 if resumable:
@@ -247,6 +249,73 @@ def annotate(job: Job, run: Run, records: Iterable[Record], device, *, force: bo
         os.replace(target, dest)
         state_path(dest).unlink(missing_ok=True)
     return tally, None
+
+
+Windows = Iterator[tuple[int, list[Record], list[Output]]]
+
+
+@contextmanager
+def window_annotator(job: Job, run: Run, device) -> Iterator[Callable[..., Windows]]:
+    """A function of the numbered windows (and how many were done before, the tally and the
+    progress callback) giving ``(index, window, outputs)`` in order for those not done yet:
+    annotated here, or by ``job.workers`` processes with a few windows in flight."""
+    eraser = job.output_format == "eraser"
+
+    def skip_done(windows, done, tally, progress):
+        for index, window in windows:
+            if index < done:
+                tally.resumed += len(window)
+                progress(len(window))
+            else:
+                yield index, window
+
+    def here(windows, done, tally, progress) -> Windows:
+        for index, window in skip_done(windows, done, tally, progress):
+            yield index, window, annotate_window(run, window, job.batch_size, device, eraser)
+
+    if job.workers <= 1:
+        yield here
+        return
+    rate = run.model.test_rate
+    pool = ProcessPoolExecutor(job.workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=start_worker, initargs=(str(run.path), rate))
+
+    def pooled(windows, done, tally, progress) -> Windows:
+        pending: deque[tuple[int, list[Record], Future]] = deque()
+        for index, window in skip_done(windows, done, tally, progress):
+            pending.append((index, window, pool.submit(annotate_in_worker, window, job.batch_size, eraser)))
+            if len(pending) > job.workers:  # keep every worker busy, and memory bounded
+                index, window, future = pending.popleft()
+                yield index, window, future.result()
+        while pending:
+            index, window, future = pending.popleft()
+            yield index, window, future.result()
+
+    try:
+        yield pooled
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+WORKER: dict = {}  # in a worker process: the run it annotates with
+
+
+def start_worker(path: str, rate) -> None:
+    """A worker's set-up: one torch thread, Ctrl-C left to the main process, the run loaded once."""
+    import torch
+
+    from rationale_cli.rundir import load_run
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    torch.set_num_threads(1)
+    keep_freed_memory()
+    run = load_run(path, "cpu")
+    run.model.test_rate = rate
+    WORKER["run"] = run
+
+
+def annotate_in_worker(window: list[Record], batch_size: int, eraser: bool) -> list[Output]:
+    return annotate_window(WORKER["run"], window, batch_size, "cpu", eraser)
 
 
 def count_documents(path: str) -> int | None:

@@ -308,6 +308,8 @@ def predict(
     shard: str = typer.Option("0/1", help="I/N: annotate windows I, I+N, I+2N, ... of the input, for N "
                               "processes or machines (see `rationale merge`)."),
     threads: int = typer.Option(0, help="CPU threads for torch (0: torch's default)."),
+    workers: int = typer.Option(1, help="Processes annotating windows on the CPU, one thread each (at least "
+                                "1); e.g. the number of cores. Same output as one process with --threads 1."),
     rate: Optional[str] = typer.Option(None, help=RATE_HELP),
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
     force: bool = typer.Option(False, "--force", metavar="", help="Replace an existing output (or an "
@@ -333,12 +335,15 @@ def predict(
     check_at_least("--batch-size", batch_size, 1)
     check_at_least("--window", window, 1)
     check_at_least("--threads", threads, 0)
+    check_at_least("--workers", workers, 1)
     parts = Shard.parse(shard)
     fmt_out = choose_format(out, output_format)
     if str(out) == "-" and fmt_out == "parquet":
         raise UserError("--out -: standard output takes jsonl or csv, not parquet")
     if engine not in ("local", "dask"):
         raise UserError(f"--engine {engine}: expected local or dask")
+    if workers > 1 and (engine == "dask" or device.startswith("cuda")):
+        raise UserError("--workers: processes on this machine's CPU, not with --engine dask or --device cuda")
     if threads:
         torch.set_num_threads(threads)
     input = datasets.from_stdin() if input == "-" else input
@@ -359,7 +364,7 @@ def predict(
         raise UserError("--output-format eraser: ERASER results hold class scores; this model predicts a score "
                         "(a regression run)")
     reader = dict(fmt=format, aspect=aspect, text_col=text_col, id_field=id_field, split=split)
-    job = Job(input, out, fmt_out, reader, batch_size, window, parts)
+    job = Job(input, out, fmt_out, reader, batch_size, window, parts, workers)
     records = datasets.run_documents(input, loaded.config, labelled=False, **reader)
     total = count_documents(input) if parts.count == 1 else None  # a shard's share is not known in advance
     if total and (format in ("csv", "tsv") or (format == "auto" and Path(input).suffix.lower() in (".csv", ".tsv"))):

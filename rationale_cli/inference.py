@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
 import torch
+from torch import Tensor
 
 from rationale_cli.batching import capped_batches, make_batch
 from rationale_cli.evaluation.eraser import ScoredDocument

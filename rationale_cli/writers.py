@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, TextIO
 from rationale_cli.api import Rationale
 from rationale_cli.atomic import atomic_path, writable_target
 from rationale_cli.errors import UserError
-from rationale_cli.output import prediction_json, prediction_line, to_json_line
+from rationale_cli.output import prediction_line, to_json_line
 
 if TYPE_CHECKING:
     from rationale_cli.inference import Output

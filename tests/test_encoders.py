@@ -209,6 +209,24 @@ def test_inference_per_distinct_token_matches_training(config):
         torch.testing.assert_close(fast_summary, summary.detach(), atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("kind", ["cnn", "rcnn"])
+def test_kept_vocabulary_products_follow_changes_of_the_weights(kind):
+    """The products of the whole vocabulary are kept between batches, and made again after an
+    in-place change of the layer's weight (an optimizer step) or of the embeddings."""
+    enc = make(kind, True)
+    table = torch.randn(9, IN)
+    ids_ = torch.randint(0, 9, (3, 7))
+    mask = torch.ones(3, 7)
+    first_weight = next(p for name, p in enc.named_parameters() if "weight" in name)
+    for change in (None, lambda: first_weight.add_(0.3), lambda: table.mul_(-2.0)):
+        with torch.no_grad():
+            if change is not None:
+                change()
+            fast = enc(table[ids_], mask, TokenRows(ids_, table, torch.ones(3, 7)))[1]
+        expected = enc(table[ids_].requires_grad_(), mask)[1].detach()
+        torch.testing.assert_close(fast, expected, atol=1e-5, rtol=0)
+
+
 def test_empty_sequences():
     for kind in ENCODERS:
         enc = build_encoder(kind, IN, HID)

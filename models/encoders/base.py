@@ -3,31 +3,52 @@
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 from torch import Tensor, nn
+
+
+VOCABULARY_PRODUCTS = 32 << 20  # at most this many numbers in a kept vocabulary-wide product table
+# id of a layer's weight -> ((its version, the embeddings' version), the embeddings, products); the
+# versions count in-place changes (an optimizer step, load_state_dict), not changes through .data
+_kept: dict[int, tuple] = {}
 
 
 @dataclass(frozen=True)
 class TokenRows:
     """An encoder input ``x [B, T, D]`` that is ``table[ids] * scale[..., None]``: embedding rows,
     each times its gate (the rationale z, a padding mask, or 1). Then a linear map of each
-    row is one product per distinct token, ``(table[u] @ W)[inverse] * scale`` (a batch of
-    beer reviews holds about 6 times fewer distinct tokens than positions): what the
-    encoders' first layers compute at inference (:meth:`distinct_products`)."""
+    row is a product per vocabulary word, ``(table @ W)[ids] * scale``, computed once and
+    kept while neither the embeddings nor W change, or (for a large vocabulary) per
+    distinct token of the batch (about 6 times fewer than positions in beer reviews):
+    what the encoders' first layers compute at inference (:meth:`products`)."""
 
     ids: Tensor  # [B, T] long
     table: Tensor  # [V, D]
     scale: Tensor  # [B, T]
 
-    def distinct_products(self, weight: Tensor) -> tuple[Tensor, Tensor]:
-        """``table[u] @ weight`` for each distinct token u at a position with a nonzero scale
-        ``[U, G]``, and each position's row in it ``[B, T]`` (-1 where the scale is 0): ``x @
-        weight`` is ``products[inverse] * scale`` there, and 0 elsewhere."""
+    def products(self, key: Tensor, weight: Callable[[], Tensor]) -> tuple[Tensor, Tensor]:
+        """Rows ``table[u] @ weight()`` and a zero row last ``[U + 1, G]``, and each position's
+        row in them ``[B, T]`` (the zero row where the scale is 0): ``x @ weight()`` is
+        ``products[rows] * scale``. ``key`` (the layer's parameter that ``weight`` is made of)
+        keeps the vocabulary's products until it or the embeddings change."""
         read = self.scale != 0
+        kept = _kept.get(id(key))
+        if kept is not None and kept[0] == (key._version, self.table._version) and kept[1]() is self.table:
+            return kept[2], self.ids.masked_fill(~read, kept[2].shape[0] - 1)
+        W = weight()
+        if self.table.shape[0] * W.shape[1] <= VOCABULARY_PRODUCTS:
+            products = torch.cat((self.table @ W, W.new_zeros(1, W.shape[1])))
+            if kept is None:  # forgotten with the weight
+                weakref.finalize(key, _kept.pop, id(key), None)
+            _kept[id(key)] = ((key._version, self.table._version), weakref.ref(self.table), products)
+            return products, self.ids.masked_fill(~read, products.shape[0] - 1)
         distinct, inverse = torch.unique(self.ids[read], return_inverse=True)
-        return self.table[distinct] @ weight, torch.full_like(self.ids, -1).masked_scatter_(read, inverse)
+        products = torch.cat((self.table[distinct] @ W, W.new_zeros(1, W.shape[1])))
+        return products, torch.full_like(self.ids, distinct.numel()).masked_scatter_(read, inverse)
 
     def scaled(self, factor: Tensor) -> TokenRows:
         """The rows of ``x * factor[..., None]``."""

@@ -92,19 +92,19 @@ def layer(conv: nn.Conv1d, x: Tensor, real: Tensor, rows: TokenRows | None = Non
 
 
 def token_sum(conv: nn.Conv1d, rows: TokenRows) -> Tensor:
-    """The convolution of ``x = table[ids] * scale`` from each distinct token's tap products:
+    """The convolution of ``x = table[ids] * scale`` from the tokens' tap products (:meth:`TokenRows.products`):
     output t is the bias plus ``scale_s (table[id_s] W_j)`` summed over the taps j, with
     ``s = t + j - K // 2`` inside the sequence; one weighted bag sum of K rows per output."""
     out_size, _, K = conv.weight.shape
-    products, inverse = rows.distinct_products(kernel_taps(conv))  # [U, K * Out], [B, T]
-    B, T = inverse.shape
-    table = torch.cat((products.view(-1, out_size), products.new_zeros(1, out_size)))  # row U * K: zero
-    source = inverse.new_full((B, T + K - 1), -1)  # the distinct token at each padded position
-    source[:, K // 2 : K // 2 + T] = inverse
+    products, source = rows.products(conv.weight, lambda: kernel_taps(conv))  # [U + 1, K * Out], [B, T]
+    B, T = source.shape
+    zero = products.shape[0] - 1  # the zero row, which source gives where the scale is 0
+    table = products.view(-1, out_size)  # row u * K + j: token u's tap j (rows zero * K + j: zero)
+    padded = source.new_full((B, T + K - 1), zero)
+    padded[:, K // 2 : K // 2 + T] = source
     scale = rows.scale.new_zeros(B, T + K - 1)
     scale[:, K // 2 : K // 2 + T] = rows.scale
-    index = torch.stack([source[:, j : j + T] * K + j for j in range(K)], -1)  # [B, T, K]
-    index = torch.where(index >= 0, index, table.shape[0] - 1)
+    index = torch.stack([padded[:, j : j + T] * K + j for j in range(K)], -1)  # [B, T, K]
     weight = torch.stack([scale[:, j : j + T] for j in range(K)], -1)
     out = F.embedding_bag(index.view(-1, K), table, per_sample_weights=weight.view(-1, K), mode="sum")
     return out.view(B, T, out_size).add_(conv.bias)

@@ -367,22 +367,20 @@ def stack_directions(x: Tensor, mask: Tensor, weight: Tensor, bias: Tensor,
 
 
 def token_projections(tokens: TokenRows, weight: Tensor, bias: Tensor) -> Tensor:
-    """:func:`stack_directions`' ``P [D,T,B,G]`` from each distinct token's products, gathered
-    straight into place (the bias folded into the gathered rows when every scale is 0 or 1)."""
+    """:func:`stack_directions`' ``P [D,T,B,G]`` from the tokens' products
+    (:meth:`TokenRows.products`), gathered straight into place."""
     D, In, G = weight.shape
     B, T = tokens.ids.shape
-    products, inverse = tokens.distinct_products(weight.permute(1, 0, 2).reshape(In, D * G))
-    rows = inverse.t().masked_fill(inverse.t() < 0, products.shape[0])  # [T, B]; the zero row last
+    products, rows = tokens.products(weight, lambda: weight.permute(1, 0, 2).reshape(In, D * G))
+    rows = rows.t()  # [T, B]
     binary = bool(((tokens.scale == 0) | (tokens.scale == 1)).all())
     P = products.new_empty(D, T, B, G)
     for d in range(D):
-        table = torch.cat((products[:, d * G : (d + 1) * G], products.new_zeros(1, G)))
-        if binary:
-            table += bias[d]
-        torch.index_select(table, 0, (rows if d == 0 else rows.flip(0)).reshape(-1), out=P[d].view(T * B, G))
+        steps = rows if d == 0 else rows.flip(0)
+        torch.index_select(products[:, d * G : (d + 1) * G], 0, steps.reshape(-1), out=P[d].view(T * B, G))
         if not binary:
-            scale = tokens.scale.t() if d == 0 else tokens.scale.t().flip(0)
-            P[d].mul_(scale.unsqueeze(-1)).add_(bias[d])
+            P[d].mul_((tokens.scale.t() if d == 0 else tokens.scale.t().flip(0)).unsqueeze(-1))
+        P[d] += bias[d]
     return P
 
 
