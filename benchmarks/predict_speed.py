@@ -9,10 +9,12 @@ trains a HardKuma model with CNN and with RCNN encoders on the first ``--train-d
 aspect-0 reviews with their scores, for ``--train-epochs`` epochs toward 13% selected
 (by default the beer sizes, 200-d embeddings and hidden 200; the selected share matters:
 the predictor reads only the rationale, and is reported), then per model and size runs,
-each in its own process: ``reference``, the loop ``predict`` had before windows (batches
-in input order, autograd's no-grad mode, per-row tensor reads; only up to
-``--reference-up-to`` documents), and ``predict``, the command as it is. Reports
-documents per second and peak resident memory; appends one row each to results.jsonl.
+each in its own process: ``baseline``, the ``predict`` command of the commit
+``--baseline`` (checked out in a temporary git worktree; only up to ``--baseline-up-to``
+documents), ``predict``, the command as it is with ``--threads``, and ``workers``, the
+command with ``--workers`` processes of one thread each (only up to ``--workers-up-to``
+documents). Reports documents per second and peak resident memory (of the largest
+process); appends one row each to results.jsonl.
 """
 
 from __future__ import annotations
@@ -29,37 +31,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import ROOT, append_result, git_commit  # noqa: E402
-
-REFERENCE = """
-import json, sys, time, resource, torch
-from rationale_cli import datasets
-from rationale_cli.batching import make_batch
-from rationale_cli.inference import chunks
-from rationale_cli.output import to_json_line
-from rationale_cli.rundir import load_run
-torch.set_num_threads({threads})
-run = load_run(sys.argv[1])
-started = time.perf_counter()
-count = 0
-with open(sys.argv[3], "w") as out:
-    for chunk in chunks(datasets.stream(sys.argv[2], label_col=None), 64):
-        batch = make_batch(chunk, run.vocab, None, "cpu")
-        with torch.no_grad():
-            z, scores, outputs = run.model.decode(batch.ids, batch.mask)
-        for row, record in enumerate(chunk):
-            n = len(record.tokens)
-            prediction, extra = run.task.describe(outputs[row].cpu())
-            spans, start = [], None
-            selected = [int(v != 0) for v in z[row, :n].tolist()]
-            line = {{"id": record.id, "prediction": prediction, **extra,
-                     "selected_tokens": [t for t, s in zip(record.tokens, selected) if s],
-                     "token_scores": [round(float(v), 4) for v in scores[row, :n].tolist()]}}
-            out.write(to_json_line(line))
-            count += 1
-print(json.dumps({{"seconds": time.perf_counter() - started, "documents": count,
-                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
-"""
-
 
 def corpus(beer: Path, size: int, path: Path) -> None:
     reviews = []
@@ -94,7 +65,7 @@ def selected_share(path: Path) -> float:
     return selected / tokens
 
 
-# the command in-process, then its peak memory: its own summary line gives the rate
+# the command in-process, then the peak memory of it or of its largest worker: its summary line gives the rate
 PREDICT = """
 import json, resource, sys
 from rationale_cli.cli import app
@@ -102,17 +73,16 @@ try:
     app(sys.argv[1:])
 except SystemExit as stop:
     assert not stop.code, stop.code
-print(json.dumps({"peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+peak = max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+print(json.dumps({"peak_mb": peak / 1024}))
 """
 
 
-def measure(command: list[str]) -> tuple[float, float]:
+def measure(command: list[str], tree: Path) -> tuple[float, float]:
     """Documents per second of the command's own loop (reading, model, writing; not the
-    start-up) and its peak resident memory in MB."""
-    done = subprocess.run(command, cwd=ROOT, check=True, capture_output=True, text=True)
+    start-up) and its peak resident memory in MB, run with the code of ``tree``."""
+    done = subprocess.run(command, cwd=tree, check=True, capture_output=True, text=True)
     data = json.loads(done.stdout.strip().splitlines()[-1])
-    if "seconds" in data:
-        return data["documents"] / data["seconds"], data["peak_mb"]
     rate = re.search(r"([\d,]+) documents/s", done.stderr)
     return float(rate.group(1).replace(",", "")), data["peak_mb"]
 
@@ -129,49 +99,69 @@ def main() -> None:
                         help="keep the trained models here and reuse them when present (default: a temporary folder)")
     parser.add_argument("--train-documents", type=int, default=3000)
     parser.add_argument("--train-epochs", type=int, default=3)
-    parser.add_argument("--reference-up-to", type=int, default=100_000,
-                        help="run the reference loop only on corpora up to this size (it is slow)")
+    parser.add_argument("--baseline", default=None, help="a commit whose predict command to measure beside")
+    parser.add_argument("--baseline-up-to", type=int, default=100_000,
+                        help="run the baseline only on corpora up to this size")
+    parser.add_argument("--workers", type=int, default=2, help="processes of the workers variant")
+    parser.add_argument("--workers-up-to", type=int, default=100_000,
+                        help="run the workers variant only on corpora up to this size")
     args = parser.parse_args()
     command = "python benchmarks/predict_speed.py " + " ".join(
         f"--{k.replace('_', '-')} {' '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in vars(args).items()
         if k not in ("data_dir", "models"))
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
-        biggest = max(args.documents)
-        corpus(args.data_dir / "beer", biggest, work / "all.jsonl")
-        print(f"{platform.processor() or platform.machine()}, {args.threads} threads, torch {__import__('torch').__version__}")
-        for encoder in args.encoders:
-            run = (args.models or work) / f"{encoder}-{args.embedding_dim}-{args.hidden_size}"
-            if not (run / "model.safetensors").is_file():
-                train(encoder, args.data_dir / "beer", run, args.train_documents, args.train_epochs,
-                      ["--embedding-dim", str(args.embedding_dim), "--hidden-size", str(args.hidden_size)])
-            for size in args.documents:
-                data = work / f"corpus{size}.jsonl"
-                with open(work / "all.jsonl", encoding="utf-8") as source, open(data, "w", encoding="utf-8") as target:
-                    target.writelines(line for _, line in zip(range(size), source))
-                variants = {
-                    "reference": [sys.executable, "-c", REFERENCE.format(threads=args.threads), str(run), str(data),
-                                  str(work / "ref.jsonl")],
-                    "predict": [sys.executable, "-c", PREDICT, "predict", str(run), str(data), "--out",
-                                str(work / "new.jsonl"), "--force", "--threads", str(args.threads), "--device", "cpu"],
-                }
-                if size > args.reference_up_to:
-                    del variants["reference"]
-                rates = {}
-                for name, argv in variants.items():
-                    rate, peak = measure(argv)
-                    rates[name] = rate
-                    share = selected_share(work / "new.jsonl") if name == "predict" else None
-                    row = {"benchmark": "predict_speed", "variant": name, "encoder": encoder, "documents": size,
-                           "embedding_dim": args.embedding_dim, "hidden_size": args.hidden_size,
-                           "threads": args.threads, "docs_per_s": round(rate, 1), "peak_mb": round(peak, 1),
-                           "selected": None if share is None else round(share, 4), "device": "cpu",
-                           "command": command, "commit": git_commit()}
-                    append_result(row)
-                    print(f"{encoder:5} {size:>8,} {name:10} {rate:8,.0f} docs/s  peak {peak:7.0f} MB"
-                          + ("" if share is None else f"  selected {share:.1%}"))
-                if "reference" in rates:
-                    print(f"{encoder:5} {size:>8,} predict / reference: {rates['predict'] / rates['reference']:.2f}x")
+        corpus(args.data_dir / "beer", max(args.documents), work / "all.jsonl")
+        if args.baseline:
+            subprocess.run(["git", "worktree", "add", "--detach", str(work / "baseline-tree"), args.baseline],
+                           cwd=ROOT, check=True, capture_output=True)
+        try:
+            print(f"{platform.processor() or platform.machine()}, {args.threads} threads, "
+                  f"torch {__import__('torch').__version__}")
+            for encoder in args.encoders:
+                run = (args.models or work) / f"{encoder}-{args.embedding_dim}-{args.hidden_size}"
+                if not (run / "model.safetensors").is_file():
+                    train(encoder, args.data_dir / "beer", run, args.train_documents, args.train_epochs,
+                          ["--embedding-dim", str(args.embedding_dim), "--hidden-size", str(args.hidden_size)])
+                for size in args.documents:
+                    compare(args, encoder, run, size, work, command)
+        finally:
+            if args.baseline:
+                subprocess.run(["git", "worktree", "remove", "--force", str(work / "baseline-tree")], cwd=ROOT,
+                               check=False, capture_output=True)
+
+
+def compare(args, encoder: str, run: Path, size: int, work: Path, command: str) -> None:
+    """The variants on the first ``size`` documents of the corpus, one process each."""
+    data = work / f"corpus{size}.jsonl"
+    with open(work / "all.jsonl", encoding="utf-8") as source, open(data, "w", encoding="utf-8") as target:
+        target.writelines(line for _, line in zip(range(size), source))
+    predict = [sys.executable, "-c", PREDICT, "predict", str(run), str(data), "--force", "--device", "cpu"]
+    variants = {"baseline": predict + ["--out", str(work / "baseline.jsonl"), "--threads", str(args.threads)],
+                "predict": predict + ["--out", str(work / "new.jsonl"), "--threads", str(args.threads)],
+                "workers": predict + ["--out", str(work / "workers.jsonl"), "--threads", "1",
+                                      "--workers", str(args.workers)]}
+    if not args.baseline or size > args.baseline_up_to:
+        del variants["baseline"]
+    if size > args.workers_up_to:
+        del variants["workers"]
+    rates = {}
+    for name, argv in variants.items():
+        rate, peak = measure(argv, work / "baseline-tree" if name == "baseline" else ROOT)
+        rates[name] = rate
+        share = selected_share(work / "new.jsonl") if name == "predict" else None
+        append_result({"benchmark": "predict_speed", "variant": name, "encoder": encoder, "documents": size,
+                       "embedding_dim": args.embedding_dim, "hidden_size": args.hidden_size,
+                       "threads": 1 if name == "workers" else args.threads,
+                       "workers": args.workers if name == "workers" else 1, "docs_per_s": round(rate, 1),
+                       "peak_mb": round(peak, 1), "selected": None if share is None else round(share, 4),
+                       "device": "cpu", "baseline": args.baseline if name == "baseline" else None,
+                       "command": command, "commit": git_commit()})
+        print(f"{encoder:5} {size:>9,} {name:9} {rate:8,.0f} docs/s  peak {peak:7.0f} MB"
+              + ("" if share is None else f"  selected {share:.1%}"))
+    for name in ("predict", "workers"):
+        if "baseline" in rates and name in rates:
+            print(f"{encoder:5} {size:>9,} {name} / baseline: {rates[name] / rates['baseline']:.2f}x")
 
 
 if __name__ == "__main__":

@@ -1,3 +1,4 @@
 from rationale_cli.cli import main
 
-main()
+if __name__ == "__main__":  # not when a worker process (--workers) imports this module
+    main()

@@ -106,6 +106,21 @@ def test_sigterm_stops_at_a_window_and_leaves_no_temporary_file(run_dir, corpus,
     assert out.read_bytes() == whole.read_bytes()
 
 
+def test_workers_write_the_bytes_of_one_process_and_stop_cleanly(run_dir, corpus, whole, tmp_path):
+    out = tmp_path / "out.jsonl"
+    first = predict(run_dir, corpus, out, "--workers", 2)
+    interrupt(first, out, signal.SIGTERM)
+    assert first.returncode == 128 + signal.SIGTERM, first.stderr.read()
+    assert strays(tmp_path) == []
+    second = predict(run_dir, corpus, out, "--workers", 2)
+    _, err = second.communicate(timeout=300)
+    assert second.returncode == 0, err
+    assert "after the" in err and out.read_bytes() == whole.read_bytes()
+    for wrong in (("--workers", 0), ("--workers", 2, "--device", "cuda")):
+        result = invoke("predict", run_dir, corpus, "--out", tmp_path / "x.jsonl", *wrong)
+        assert result.exit_code == 2 and "--workers" in result.output and not (tmp_path / "x.jsonl").exists()
+
+
 def test_a_changed_input_or_option_is_refused_unless_forced(run_dir, corpus, tmp_path):
     out = tmp_path / "out.jsonl"
     first = predict(run_dir, corpus, out)
