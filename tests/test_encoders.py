@@ -190,11 +190,12 @@ def test_cnn_inference_on_a_short_rationale_matches_training(monkeypatch):
     torch.testing.assert_close(fast_summary, summary.detach(), atol=1e-6, rtol=0)
 
 
-@pytest.mark.parametrize("config", CONFIGS, ids=ids)
+@pytest.mark.parametrize("config", [*CONFIGS, ("cnn", 2)], ids=ids)
 def test_inference_per_distinct_token_matches_training(config):
     """Given what the input is made of (embedding rows times a gate), encoders compute their
-    first layer once per distinct token at inference: the training path's result."""
-    enc = make(*config)
+    first layer from each word's products at inference: the training path's result (a
+    second convolution included)."""
+    enc = make(*config) if config != ("cnn", 2) else CNNEncoder(IN, HID, layers=2).eval()
     table = torch.randn(9, IN)
     ids_ = torch.randint(0, 9, (4, 11))
     for scale in (torch.ones(4, 11), (torch.rand(4, 11) < 0.3).float() * torch.rand(4, 11).round().add(0.5).clamp(max=1)):
