@@ -223,8 +223,8 @@ def annotate(job: Job, run: Run, records: Iterable[Record], device, *, force: bo
     mine = (w for i, w in enumerate(chunks(records, job.window)) if i % job.shard.count == job.shard.index)
     done = start.windows if start else 0
     try:
-        with stop_requests() as stops, open_writer(target, job.output_format, start.bytes if start else None) as writer, \
-                window_annotator(job, run, device) as annotated:
+        with stop_requests() as stops, window_annotator(job, run, device) as annotated, \
+                open_writer(target, job.output_format, start.bytes if start else None) as writer:
             for index, window, outputs in annotated(enumerate(mine), done, tally, progress):
                 writer.write(outputs)
                 size = writer.flush()

@@ -74,7 +74,8 @@ class Encoder(nn.Module):
     output_size: int
     skips_unselected: bool = True
 
-    def forward(self, x: Tensor, mask: Tensor, tokens: TokenRows | None = None) -> tuple[Tensor, Tensor]:  # pragma: no cover - abstract
+    def forward(self, x: Tensor, mask: Tensor,
+                tokens: TokenRows | None = None) -> tuple[Tensor, Tensor]:  # pragma: no cover - abstract
         raise NotImplementedError
 
 
@@ -95,7 +96,7 @@ class RecurrentEncoder(Encoder):
     scan runs over each row's nonzero steps only, moved to the front in order
     (:meth:`skip_unread`): the same states and summary in fewer steps, e.g. a predictor
     reading a short rationale. With ``tokens`` (inference, eval mode) the input
-    projections are computed per distinct token (:func:`models.encoders.recurrence.stack_directions`)."""
+    projections come from the words' products (:func:`models.encoders.recurrence.token_projections`)."""
 
     def __init__(self, input_size: int, hidden_size: int, *, bidirectional: bool = True, dropout: float = 0.0):
         super().__init__()
@@ -132,7 +133,8 @@ class RecurrentEncoder(Encoder):
                                    mask.gather(1, order), None if tokens is None else tokens.gather(order))
         return states.scatter_(1, order.unsqueeze(-1).expand(-1, -1, self.output_size), short), summary
 
-    def scan(self, x: Tensor, mask: Tensor, tokens: TokenRows | None = None) -> tuple[Tensor, Tensor]:  # pragma: no cover - abstract
+    def scan(self, x: Tensor, mask: Tensor,
+             tokens: TokenRows | None = None) -> tuple[Tensor, Tensor]:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def extra_repr(self) -> str:

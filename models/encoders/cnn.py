@@ -16,8 +16,8 @@ convolutions are the selector's own linear maps).
 Without gradients a layer is computed as one matrix product of its input rows with the
 kernel's taps and shifted sums (:func:`layer`), from the nonzero rows only when most rows
 are zero (a predictor reading ``z x`` with a short rationale: a zero row adds exactly
-zero to every window), and the first layer from each distinct token's embedding once
-when the input's :class:`~models.encoders.base.TokenRows` are given: the same
+zero to every window), and the first layer from each word's products, kept between
+batches, when the input's :class:`~models.encoders.base.TokenRows` are given: the same
 convolution with a fraction of the arithmetic.
 """
 
