@@ -59,7 +59,7 @@ class RationaleModel(nn.Module):
         self.test_rate: Budget | None = None
 
     def states(self, emb: Tensor, mask: Tensor, ids: Tensor | None = None) -> Tensor | None:
-        """The selector encoder's states; ``ids`` (at inference) let it compute per distinct token."""
+        """The selector encoder's states; ``ids`` (at inference) let it start from the words' products."""
         if self.selector_encoder is None:
             return None
         tokens = None if ids is None else TokenRows(ids, self.embed.weight, torch.ones_like(mask))
@@ -67,7 +67,7 @@ class RationaleModel(nn.Module):
 
     def predict_masked(self, emb: Tensor, mask: Tensor, masks: Tensor, ids: Tensor | None = None) -> Tensor:
         """Outputs ``[B, S, outputs]`` for masks ``[B, S, T]`` over embeddings ``[B, T, D]`` (of the
-        tokens ``ids``, when given with one mask each: the predictor may compute per distinct token)."""
+        tokens ``ids``, when given with one mask each: the predictor may start from the words' products)."""
         batch, samples, length = masks.shape
         gate = (masks * mask.unsqueeze(1)).reshape(batch * samples, length)
         x = emb.unsqueeze(1).expand(batch, samples, length, emb.shape[-1]).reshape(batch * samples, length, -1)

@@ -8,31 +8,34 @@ records how many windows are done, the partial output's size at that point, and 
 identity of the input, the model and the options. Rerunning the same command continues after the last complete window
 (anything written past it is cut off) and ends with the bytes an uninterrupted run
 writes; a different input, model or option is refused unless ``--force``. SIGINT and
-SIGTERM stop at the next window boundary; after SIGKILL one window is redone. An error
-(bad input) removes the partial output and the state.
+SIGTERM stop at the next window boundary; after SIGKILL the windows in progress are redone
+(one, or with ``--workers N`` up to N + 1). An error (bad input) removes the partial
+output and the state; a worker process that dies (killed, out of memory) leaves them, to
+be continued.
 
 ``--shard I/N`` annotates windows I, I+N, I+2N, ... of the input, so N processes or
 machines split a corpus with no coordination; :func:`merge` interleaves their outputs
 back into input order. ``--workers N`` runs the windows of one command in N processes of
 one thread each on the CPU (the model's loops are mostly single-threaded work, so
-processes use the cores better than threads); this process reads, orders and writes.
+processes use the cores better than threads); this process reads, orders and writes, and
+alone receives SIGINT and SIGTERM (the workers start with both blocked).
 """
 
 from __future__ import annotations
 
 import csv
 import gzip
-import multiprocessing
 import hashlib
 import json
+import multiprocessing
 import os
 import signal
 import time
 from collections import deque
-from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import ExitStack, contextmanager
-from itertools import islice
 from dataclasses import asdict, dataclass
+from itertools import islice
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
@@ -238,6 +241,9 @@ def annotate(job: Job, run: Run, records: Iterable[Record], device, *, force: bo
                                     "was written")
                 if stops:
                     break
+    except WorkerDied:  # as after SIGKILL: what was written stays, to be continued
+        raise UserError(f"a worker process died (killed, or out of memory?); {job.out} can be continued: run "
+                        "the same command again") from None
     except Exception:  # bad input, a full disk: nothing half-written stays, an earlier output is kept
         if not direct:
             discard(dest)
@@ -276,46 +282,105 @@ def window_annotator(job: Job, run: Run, device) -> Iterator[Callable[..., Windo
     if job.workers <= 1:
         yield here
         return
-    rate = run.model.test_rate
-    pool = ProcessPoolExecutor(job.workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=start_worker, initargs=(str(run.path), rate))
+    links, processes = start_workers(job.workers, run)
 
     def pooled(windows, done, tally, progress) -> Windows:
-        pending: deque[tuple[int, list[Record], Future]] = deque()
-        for index, window in skip_done(windows, done, tally, progress):
-            pending.append((index, window, pool.submit(annotate_in_worker, window, job.batch_size, eraser)))
-            if len(pending) > job.workers:  # keep every worker busy, and memory bounded
-                index, window, future = pending.popleft()
-                yield index, window, future.result()
+        pending: deque[tuple[int, list[Record], Connection]] = deque()
+        for turn, (index, window) in enumerate(skip_done(windows, done, tally, progress)):
+            ready = receive(*pending.popleft()) if len(pending) == len(links) else None
+            link = links[turn % len(links)]  # the worker whose window was just received
+            try:
+                link.send((window, job.batch_size, eraser))
+            except OSError:
+                raise WorkerDied from None
+            pending.append((index, window, link))
+            if ready is not None:
+                yield ready
         while pending:
-            index, window, future = pending.popleft()
-            yield index, window, future.result()
+            yield receive(*pending.popleft())
 
     try:
         yield pooled
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        stop_workers(links, processes)
 
 
-WORKER: dict = {}  # in a worker process: the run it annotates with
+class WorkerDied(Exception):
+    """A worker process ended without its window's outputs (killed, out of memory)."""
 
 
-def start_worker(path: str, rate) -> None:
-    """A worker's set-up: one torch thread, Ctrl-C left to the main process, the run loaded once."""
+def receive(index: int, window: list[Record], link: Connection) -> tuple[int, list[Record], list[Output]]:
+    """A window's outputs from the worker annotating it (re-raising its error)."""
+    try:
+        ok, payload = link.recv()
+    except (EOFError, OSError):
+        raise WorkerDied from None
+    if not ok:
+        raise payload
+    return index, window, payload
+
+
+def start_workers(count: int, run: Run) -> tuple[list[Connection], list]:
+    """``count`` spawned processes serving windows over pipes (:func:`serve_windows`). They start
+    with SIGINT and SIGTERM blocked (a new process inherits the signal mask; here the signals
+    wait while blocked and arrive after), so a Ctrl-C or a signal to the whole process group
+    reaches this process alone, which stops at a window boundary."""
+    context = multiprocessing.get_context("spawn")
+    links, processes = [], []
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        for _ in range(count):
+            link, theirs = context.Pipe()
+            process = context.Process(target=serve_windows, args=(theirs, str(run.path), run.model.test_rate),
+                                      daemon=True)
+            process.start()
+            theirs.close()  # theirs only: a dead worker's pipe then reads as closed here
+            links.append(link)
+            processes.append(process)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+    return links, processes
+
+
+def stop_workers(links: list[Connection], processes: list) -> None:
+    """Workers told to stop; killed if busy with a window nobody will read."""
+    for link in links:
+        try:
+            link.send(None)
+        except OSError:
+            pass
+    for process in processes:
+        process.join(timeout=1)
+        if process.is_alive():
+            process.kill()
+            process.join()
+    for link in links:
+        link.close()
+
+
+def serve_windows(link: Connection, path: str, rate) -> None:
+    """A worker: the run loaded once, one torch thread; windows in, ``(True, outputs)`` or
+    ``(False, error)`` out, until told to stop or this end of the pipe closes."""
     import torch
 
     from rationale_cli.rundir import load_run
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)
     keep_freed_memory()
     run = load_run(path, "cpu")
     run.model.test_rate = rate
-    WORKER["run"] = run
-
-
-def annotate_in_worker(window: list[Record], batch_size: int, eraser: bool) -> list[Output]:
-    return annotate_window(WORKER["run"], window, batch_size, "cpu", eraser)
+    while True:
+        try:
+            task = link.recv()
+        except EOFError:  # the main process is gone
+            return
+        if task is None:
+            return
+        window, batch_size, eraser = task
+        try:
+            link.send((True, annotate_window(run, window, batch_size, "cpu", eraser)))
+        except Exception as error:  # noqa: BLE001 - handed to the main process, which raises it
+            link.send((False, error))
 
 
 def count_documents(path: str) -> int | None:

@@ -309,7 +309,8 @@ def predict(
                               "processes or machines (see `rationale merge`)."),
     threads: int = typer.Option(0, help="CPU threads for torch (0: torch's default)."),
     workers: int = typer.Option(1, help="Processes annotating windows on the CPU, one thread each (at least "
-                                "1); e.g. the number of cores. Same output as one process with --threads 1."),
+                                "1); e.g. the number of cores, for recurrent models. Same output as one "
+                                "process with --threads 1."),
     rate: Optional[str] = typer.Option(None, help=RATE_HELP),
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
     force: bool = typer.Option(False, "--force", metavar="", help="Replace an existing output (or an "
@@ -344,6 +345,8 @@ def predict(
         raise UserError(f"--engine {engine}: expected local or dask")
     if workers > 1 and (engine == "dask" or device.startswith("cuda")):
         raise UserError("--workers: processes on this machine's CPU, not with --engine dask or --device cuda")
+    if workers > 1:
+        device = "cpu"  # what the workers run on, whatever auto would choose
     if threads:
         torch.set_num_threads(threads)
     input = datasets.from_stdin() if input == "-" else input

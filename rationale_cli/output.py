@@ -64,7 +64,8 @@ SCORE_TEXT = ScoreText({k / 10_000: repr(k / 10_000) for k in range(10_001)})
 
 
 def prediction_line(result: Output) -> str:
-    """:func:`prediction_json` as one JSON line (what ``to_json_line`` writes, faster)."""
+    """:func:`prediction_json` as one JSON line: what ``to_json_line`` writes for float scores
+    (what inference gives), faster; a zero is written 0.0, an integer score as a float."""
     head = to_json_line(prediction_json(result, scores=False))
     return f'{head[:-2]}, "token_scores": [{", ".join(map(SCORE_TEXT.__getitem__, result.scores))}]}}\n'
 

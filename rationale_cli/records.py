@@ -60,9 +60,11 @@ def spans_to_mask(spans, length: int) -> list[int]:
 
 def mask_to_spans(mask) -> list[Span]:
     """Maximal runs of nonzero entries as ``(start, end)`` spans, end exclusive."""
-    try:
-        flags = bytes(mask)  # small non-negative ints: the runs found by a regular expression
+    try:  # a list of small non-negative ints (what inference gives) as bytes at once
+        flags = bytes(mask) if isinstance(mask, (list, tuple)) else None
     except (TypeError, ValueError):
+        flags = None
+    if flags is None:
         flags = bytes(1 if value else 0 for value in mask)
     return [run.span() for run in NONZERO_RUNS.finditer(flags)]
 

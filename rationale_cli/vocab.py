@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from itertools import repeat
-
 import json
 from collections import Counter
+from itertools import repeat
 from pathlib import Path
 from typing import Iterable, Sequence
 

@@ -2,6 +2,7 @@
 input, sharded and merged, with ids from a chosen field and a summary."""
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -119,6 +120,35 @@ def test_workers_write_the_bytes_of_one_process_and_stop_cleanly(run_dir, corpus
     for wrong in (("--workers", 0), ("--workers", 2, "--device", "cuda")):
         result = invoke("predict", run_dir, corpus, "--out", tmp_path / "x.jsonl", *wrong)
         assert result.exit_code == 2 and "--workers" in result.output and not (tmp_path / "x.jsonl").exists()
+
+
+def worker_processes(pid: int) -> list[int]:
+    """The spawned worker processes of ``pid`` (from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) if entry.name.isdigit() else -1
+            if parent == pid and b"spawn_main" in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads worker processes from /proc")
+def test_a_dead_worker_leaves_the_run_to_be_continued(run_dir, corpus, whole, tmp_path):
+    out = tmp_path / "out.jsonl"
+    first = predict(run_dir, corpus, out, "--workers", 2)
+    deadline = time.time() + 120
+    while not state_path(out).exists() and time.time() < deadline:
+        time.sleep(0.02)
+    os.kill(worker_processes(first.pid)[0], signal.SIGKILL)
+    _, err = first.communicate(timeout=120)
+    assert first.returncode == 2 and err.strip().splitlines()[-1].startswith("error: a worker process died"), err
+    assert json.loads(state_path(out).read_text())["windows"] > 0
+    second = predict(run_dir, corpus, out, "--workers", 2)
+    assert second.wait(timeout=300) == 0
+    assert out.read_bytes() == whole.read_bytes()
 
 
 def test_a_changed_input_or_option_is_refused_unless_forced(run_dir, corpus, tmp_path):

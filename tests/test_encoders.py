@@ -228,6 +228,36 @@ def test_kept_vocabulary_products_follow_changes_of_the_weights(kind):
         torch.testing.assert_close(fast, expected, atol=1e-5, rtol=0)
 
 
+def test_kept_products_follow_a_change_of_dtype_and_skip_inference_tensors():
+    enc = make("cnn", True)
+    table = torch.randn(9, IN)
+    ids_ = torch.randint(0, 9, (3, 7))
+    mask = torch.ones(3, 7)
+    with torch.no_grad():
+        enc(table[ids_], mask, TokenRows(ids_, table, mask))
+    enc.double()  # new storage for the same parameter objects, versions unchanged
+    table, mask = table.double(), mask.double()
+    with torch.no_grad():
+        fast = enc(table[ids_], mask, TokenRows(ids_, table, mask))[1]
+    expected = enc(table[ids_].requires_grad_(), mask)[1].detach()
+    assert fast.dtype == torch.float64
+    torch.testing.assert_close(fast, expected, atol=1e-9, rtol=0)
+    with torch.inference_mode():  # tensors without a version counter: nothing kept, same result
+        built = make("rcnn", True)
+        rows = torch.randn(9, IN)
+        states = built(rows[ids_], mask.float(), TokenRows(ids_, rows, torch.ones(3, 7)))[0]
+        plain = built(rows[ids_], mask.float())[0]  # input projections of every position
+    torch.testing.assert_close(states, plain, atol=1e-5, rtol=0)
+
+
+def test_training_gradient_of_the_cnn_summary_goes_to_the_first_of_tied_maxima():
+    """Inference takes the max without indices; training keeps max's gradient rule."""
+    enc = CNNEncoder(IN, HID, kernel_size=1)
+    x = torch.randn(1, 1, IN).repeat(1, 3, 1).requires_grad_()  # three identical positions
+    enc(x, torch.ones(1, 3))[1].sum().backward()
+    assert x.grad[0, 0].abs().sum() > 0 and not x.grad[0, 1:].any()
+
+
 def test_empty_sequences():
     for kind in ENCODERS:
         enc = build_encoder(kind, IN, HID)

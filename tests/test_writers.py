@@ -8,7 +8,7 @@ import pytest
 from rationale_cli.errors import UserError
 from rationale_cli.inference import Output
 from rationale_cli.output import prediction_json, to_json_line
-from rationale_cli.records import Record
+from rationale_cli.records import Record, mask_to_spans
 from rationale_cli.writers import open_writer, output_format
 
 TEXT = "Nice  head, thin body."  # two spaces: a rationale from the raw text keeps them
@@ -68,6 +68,15 @@ def test_jsonl_scores_of_every_kind_are_written_as_json_would(tmp_path):
     write_all(out, "jsonl", [[output]])
     assert out.read_text(encoding="utf-8") == to_json_line(prediction_json(output))
     assert json.loads(out.read_text(encoding="utf-8"))["token_scores"][-6:] == [1.5, -0.25, 0.123456789, 1e-7, 0.0, None]
+
+
+def test_spans_of_any_mask():
+    import numpy as np
+
+    for mask in ([0, 1, 1, 0, 1], (0, 1, 1, 0, 1), np.array([0, 1, 1, 0, 1]), [0.0, 0.5, 1.0, 0.0, 2.0],
+                 [False, True, True, False, True], [0, 300, 1, 0, -1]):
+        assert mask_to_spans(mask) == [(1, 3), (4, 5)]
+    assert mask_to_spans([]) == [] and mask_to_spans([1, 1]) == [(0, 2)]
 
 
 def test_jsonl_to_standard_output(capsys):

@@ -12,8 +12,9 @@ from torch import Tensor, nn
 
 
 VOCABULARY_PRODUCTS = 32 << 20  # at most this many numbers in a kept vocabulary-wide product table
-# id of a layer's weight -> ((its version, the embeddings' version), the embeddings, products); the
-# versions count in-place changes (an optimizer step, load_state_dict), not changes through .data
+# id of a layer's weight -> (what the products were made of: the weight's and the embeddings'
+# versions, which count in-place changes such as an optimizer step or load_state_dict, and their
+# storage, which .to(), .double() and other changes through .data replace; the embeddings; products)
 _kept: dict[int, tuple] = {}
 
 
@@ -36,15 +37,18 @@ class TokenRows:
         ``products[rows] * scale``. ``key`` (the layer's parameter that ``weight`` is made of)
         keeps the vocabulary's products until it or the embeddings change."""
         read = self.scale != 0
+        keep = not (key.is_inference() or self.table.is_inference())  # those have no version counter
+        made_of = (key._version, key.data_ptr(), self.table._version, self.table.data_ptr()) if keep else None
         kept = _kept.get(id(key))
-        if kept is not None and kept[0] == (key._version, self.table._version) and kept[1]() is self.table:
+        if keep and kept is not None and kept[0] == made_of and kept[1]() is self.table:
             return kept[2], self.ids.masked_fill(~read, kept[2].shape[0] - 1)
         W = weight()
         if self.table.shape[0] * W.shape[1] <= VOCABULARY_PRODUCTS:
             products = torch.cat((self.table @ W, W.new_zeros(1, W.shape[1])))
-            if kept is None:  # forgotten with the weight
-                weakref.finalize(key, _kept.pop, id(key), None)
-            _kept[id(key)] = ((key._version, self.table._version), weakref.ref(self.table), products)
+            if keep:
+                if kept is None:  # forgotten with the weight
+                    weakref.finalize(key, _kept.pop, id(key), None)
+                _kept[id(key)] = (made_of, weakref.ref(self.table), products)
             return products, self.ids.masked_fill(~read, products.shape[0] - 1)
         distinct, inverse = torch.unique(self.ids[read], return_inverse=True)
         products = torch.cat((self.table[distinct] @ W, W.new_zeros(1, W.shape[1])))

@@ -61,11 +61,14 @@ class CNNEncoder(Encoder):
             states = self.dropout(x) * mask.unsqueeze(-1)
             summary = states.masked_fill(real == 0, float("-inf")).max(dim=1).values
             return states, torch.where(real.amax(1) > 0, summary, 0.0)
-        rows = tokens.scaled(mask) if tokens is not None and not self.training and without_grad(self, x) else None
+        inference = without_grad(self, x)
+        rows = tokens.scaled(mask) if tokens is not None and not self.training and inference else None
         states = x if rows is not None else self.dropout(x) * mask.unsqueeze(-1)  # with rows, x is not read
         for conv in self.convs:
             states, rows = layer(conv, states, real, rows), None
-        return states, states.amax(dim=1)  # states >= 0 and 0 at padding: the masked max
+        # states >= 0 and 0 at padding: the plain max is the masked max (max, not amax, under
+        # autograd: its gradient goes to the first of tied maxima, as it always did)
+        return states, states.amax(dim=1) if inference else states.max(dim=1).values
 
 
 SPARSE_SHARE = 0.5  # below this share of nonzero rows, an inference layer reads only those

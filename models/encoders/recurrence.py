@@ -351,8 +351,8 @@ def stack_directions(x: Tensor, mask: Tensor, weight: Tensor, bias: Tensor,
 
     ``x [B,T,In]``, ``mask [B,T]``, ``weight [D,In,G]``, ``bias [D,G]`` ->
     ``P [D,T,B,G]`` (one batched matmul for all steps and directions; with ``tokens``,
-    one product per distinct token) and ``M [D,T,B,1]``; direction 1 (if any) sees the
-    sequence reversed in time.
+    gathered from the words' products, :func:`token_projections`) and ``M [D,T,B,1]``;
+    direction 1 (if any) sees the sequence reversed in time.
     """
     D = weight.shape[0]
     mt = mask.transpose(0, 1)

@@ -50,8 +50,7 @@ def expected_costs(log_p0: Tensor, log_nonzero: Tensor, mask: Tensor) -> tuple[T
 def most_likely(dist: HardKuma) -> Tensor:
     """0, 1, or the rectified mean, whichever of the three outcomes is most probable (the
     mean, a quadrature, computed only where it is needed)."""
-    p0, p1 = dist.p0(), dist.p1()
-    pc = (dist.p_nonzero() - p1).clamp_min(0.0)  # P(0 < H < 1)
+    p0, p1, pc = dist.p0(), dist.p1(), dist.p_continuous()
     zero = (p0 >= p1) & (p0 >= pc)
     continuous = ~zero & (p1 < pc)
     z = (~zero & ~continuous).to(p0.dtype)

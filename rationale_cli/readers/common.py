@@ -6,10 +6,9 @@ expected``; callers pass the ``where`` string of the line at hand.
 
 from __future__ import annotations
 
-from itertools import repeat
-
 import gzip
 import json
+from itertools import repeat
 from pathlib import Path
 from typing import IO, Iterator
 
