@@ -107,21 +107,6 @@ def test_sigterm_stops_at_a_window_and_leaves_no_temporary_file(run_dir, corpus,
     assert out.read_bytes() == whole.read_bytes()
 
 
-def test_workers_write_the_bytes_of_one_process_and_stop_cleanly(run_dir, corpus, whole, tmp_path):
-    out = tmp_path / "out.jsonl"
-    first = predict(run_dir, corpus, out, "--workers", 2)
-    interrupt(first, out, signal.SIGTERM)
-    assert first.returncode == 128 + signal.SIGTERM, first.stderr.read()
-    assert strays(tmp_path) == []
-    second = predict(run_dir, corpus, out, "--workers", 2)
-    _, err = second.communicate(timeout=300)
-    assert second.returncode == 0, err
-    assert "after the" in err and out.read_bytes() == whole.read_bytes()
-    for wrong in (("--workers", 0), ("--workers", 2, "--device", "cuda")):
-        result = invoke("predict", run_dir, corpus, "--out", tmp_path / "x.jsonl", *wrong)
-        assert result.exit_code == 2 and "--workers" in result.output and not (tmp_path / "x.jsonl").exists()
-
-
 def worker_processes(pid: int) -> list[int]:
     """The spawned worker processes of ``pid`` (from /proc)."""
     found = []
@@ -136,19 +121,29 @@ def worker_processes(pid: int) -> list[int]:
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads worker processes from /proc")
-def test_a_dead_worker_leaves_the_run_to_be_continued(run_dir, corpus, whole, tmp_path):
+def test_workers_stop_cleanly_survive_a_dead_worker_and_write_the_bytes_of_one_process(run_dir, corpus, whole,
+                                                                                      tmp_path):
     out = tmp_path / "out.jsonl"
     first = predict(run_dir, corpus, out, "--workers", 2)
+    interrupt(first, out, signal.SIGTERM)
+    assert first.returncode == 128 + signal.SIGTERM, first.stderr.read()
+    assert strays(tmp_path) == []
+    second = predict(run_dir, corpus, out, "--workers", 2)  # continues, then loses a worker
+    done = json.loads(state_path(out).read_text())["windows"]
     deadline = time.time() + 120
-    while not state_path(out).exists() and time.time() < deadline:
+    while json.loads(state_path(out).read_text())["windows"] == done and time.time() < deadline:
         time.sleep(0.02)
-    os.kill(worker_processes(first.pid)[0], signal.SIGKILL)
-    _, err = first.communicate(timeout=120)
-    assert first.returncode == 2 and err.strip().splitlines()[-1].startswith("error: a worker process died"), err
-    assert json.loads(state_path(out).read_text())["windows"] > 0
-    second = predict(run_dir, corpus, out, "--workers", 2)
-    assert second.wait(timeout=300) == 0
-    assert out.read_bytes() == whole.read_bytes()
+    os.kill(worker_processes(second.pid)[0], signal.SIGKILL)
+    _, err = second.communicate(timeout=120)
+    assert second.returncode == 2 and err.strip().splitlines()[-1].startswith("error: a worker process died"), err
+    assert json.loads(state_path(out).read_text())["windows"] > done  # what it wrote stays
+    third = predict(run_dir, corpus, out, "--workers", 2)
+    _, err = third.communicate(timeout=300)
+    assert third.returncode == 0, err
+    assert "after the" in err and out.read_bytes() == whole.read_bytes()
+    for wrong in (("--workers", 0), ("--workers", 2, "--device", "cuda")):
+        result = invoke("predict", run_dir, corpus, "--out", tmp_path / "x.jsonl", *wrong)
+        assert result.exit_code == 2 and "--workers" in result.output and not (tmp_path / "x.jsonl").exists()
 
 
 def test_a_changed_input_or_option_is_refused_unless_forced(run_dir, corpus, tmp_path):
