@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import random
-from itertools import chain
 from dataclasses import dataclass
+from itertools import chain
 from typing import Iterable, Iterator, Sequence
 
 import numpy as np
