@@ -24,8 +24,8 @@ from models.distributions.ksubset import KSubset  # noqa: E402
 
 def relaxation(name: str, unary, pairwise, mask, k):
     if name == "topk":
-        return KSubset(unary, mask, k).marginals()
-    return ChainKSubset(unary, pairwise, mask, k).marginals()
+        return KSubset(unary, mask, k).marginals
+    return ChainKSubset(unary, mask, k, pairwise).marginals
 
 
 def exact(name, unary, pairwise, mask, k, g):

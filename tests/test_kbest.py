@@ -1,11 +1,13 @@
-"""The K best masks under a budget against brute force (n <= 10), and top-k sparsemax."""
+"""The K best masks under a budget (the K-max reduction of the chain program) against
+brute force (n <= 10), and top-k sparsemax."""
 
 import itertools
 
 import pytest
 import torch
 
-from models.distributions.kbest import NEG, k_best_masks
+from models.distributions.chain_ksubset import ChainKSubset
+from models.distributions.subset_tree import NEG
 from models.selectors.topk_sparsemax import TopKSparsemaxSelector
 
 
@@ -22,7 +24,7 @@ def test_k_best_masks_match_enumeration(k):
     lengths, budgets = [10, 7, 3, 9], torch.tensor([3, 2, 3, 9])
     for row, n in enumerate(lengths):
         mask[row, :n] = 1
-    masks, scores = k_best_masks(theta, mask, budgets, k)
+    masks, scores = ChainKSubset(theta, mask, budgets, at_most=True).topk(k)
     for row, n in enumerate(lengths):
         exact = all_scores(theta[row], n, int(budgets[row]))
         found = scores[row][scores[row] > NEG / 2].tolist()

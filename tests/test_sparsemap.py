@@ -134,7 +134,7 @@ def sparsemap_by_enumeration(t, w, budget):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_coherence_factor_matches_the_problem_over_all_masks(seed):
-    from models.distributions.sparsemap import chain_budget_oracle, pair_indicators
+    from models.distributions.sparsemap import pair_indicators
 
     rng = np.random.default_rng(seed)
     n = int(rng.integers(2, 8))
@@ -143,7 +143,7 @@ def test_coherence_factor_matches_the_problem_over_all_masks(seed):
     # the oracle against brute force
     best = max((np.array(bits, float) for bits in np.ndindex(*([2] * n)) if sum(bits) <= budget),
                key=lambda z: z @ t + (z[:-1] * z[1:]) @ w)
-    z = chain_budget_oracle(t, w, budget)
+    z = budget_oracle(t, budget, w)
     assert z @ t + pair_indicators(z[:, None])[:, 0] @ w == pytest.approx(best @ t + (best[:-1] * best[1:]) @ w)
     active, xi = solve_sparsemap(t, budget, w)
     expected_mu, expected_objective = sparsemap_by_enumeration(t, w, budget)

@@ -1,22 +1,29 @@
-"""Sequential forward-backward over k-subsets of a chain, with an explicit backward pass.
+"""Sequential dynamic program over the subsets of a chain of tokens, in two semirings,
+with an explicit backward pass.
 
 The same distributions as :mod:`models.distributions.subset_tree`,
-``p(z) ~ exp(<u, z> + sum_i w_i z_{i-1} z_i)`` over ``sum z = k``, computed by the
-O(T K) dynamic program of SIMPLE's Algorithm 1 (Ahmed et al., 2023) over states
-(count j, last bit b) (``bits = 1``: no pairwise terms, the count alone), one
-token at a time, with no autograd graph. This is the fast form on a CPU, where a
-step costs a few small operations and the log-depth tree's O(T K^2) work does not
-pay; on a GPU the tree's few large launches win.
+``p(z) ~ exp(<u, z> + sum_i w_i z_{i-1} z_i)`` over masks whose count of ones is
+accepted by ``ends`` (exactly k, or at most a budget), computed by the O(T K)
+program of SIMPLE's Algorithm 1 (Ahmed et al., 2023) over states (count j, last
+bit b) (``bits = 1``: no pairwise terms, the count alone), one token at a time, with
+no autograd graph. This is the fast form on a CPU, where a step costs a few small
+operations and the log-depth tree's O(T K^2) work does not pay; on a GPU the
+tree's few large launches win.
 
-- forward ``alpha_i(j, b)`` and backward ``beta_i(j, b)`` tables in log space give
-  log Z, the marginals ``mu_i = P(z_i = 1)`` and the pair marginals
-  ``P(z_{i-1} = 1, z_i = 1)`` in one vectorized pass;
-- the backward pass of ``(log Z, mu)`` is exact: ``d <g, mu> / d u_i = Cov(z_i, <g, z>)``
-  and ``d <g, mu> / d w_i = Cov(z_{i-1} z_i, <g, z>)`` (the Hessian of log Z applied
-  to g, section 3 of SIMPLE). ``E[phi <g, z>]`` comes from the expectation semiring:
-  two more linear recurrences carry ``E[sum of g z over the prefix | state]`` and the
-  same over the suffix, with transition probabilities read off the tables;
-- exact samples walk the forward table backwards (Algorithm 2).
+The recurrence is written once over a semiring (pytorch-struct's device, Rush, 2020):
+
+- ``LOG`` (log-sum-exp, product as +): forward ``alpha_i(j, b)`` and backward
+  ``beta_i(j, b)`` tables give log Z, the marginals ``mu_i = P(z_i = 1)`` and the pair
+  marginals ``P(z_{i-1} = 1, z_i = 1)`` in one vectorized pass. The backward pass of
+  ``(log Z, mu)`` is exact: ``d <g, mu> / d u_i = Cov(z_i, <g, z>)`` and
+  ``d <g, mu> / d w_i = Cov(z_{i-1} z_i, <g, z>)`` (the Hessian of log Z applied to g,
+  section 3 of SIMPLE). ``E[phi <g, z>]`` comes from the expectation semiring: two
+  more linear recurrences carry ``E[sum of g z over the prefix | state]`` and the same
+  over the suffix, with transition probabilities read off the tables. Exact samples
+  walk the forward table backwards (Algorithm 2).
+- ``KMax(R)`` (the R best values, product as +): the R best masks by back-pointers,
+  the k-best program of top-k sparsemax (Correia et al., 2020, section 4.1) and,
+  with R = 1, the MAP oracle of SparseMAP with a coherence factor (appendix C).
 
 Impossible states hold the finite ``NEG``; padding is a token that cannot be 1
 (``u = NEG``) with no pairwise term to either side. Precision: log-weights grow to
@@ -34,32 +41,104 @@ from torch import Tensor
 from models.distributions.subset_tree import NEG
 
 
-def forward_table(u: Tensor, w: Tensor | None, max_k: int) -> Tensor:
-    """``alpha [T+1, K+2, A, B]``: log-weight of the first i tokens with count j (row j+1;
-    row 0 is an impossible guard) and last bit b. ``u [T, B]``, ``w [T, B]`` (w_i couples
-    tokens i-1 and i). Count-major, so every shifted slice is a contiguous block."""
+class LogSemiring:
+    """Sums of exponentials in log space; a value per state."""
+
+    ranks = 0
+
+    @staticmethod
+    def lift(x: Tensor) -> Tensor:
+        return x
+
+    @staticmethod
+    def plus(a: Tensor, b: Tensor, out: Tensor) -> None:
+        torch.logaddexp(a, b, out=out)
+
+
+class KMax:
+    """The ``ranks`` best values per state (a trailing dimension), and for each the
+    position among the two candidates' values it came from (the back-pointer)."""
+
+    def __init__(self, ranks: int):
+        self.ranks = ranks
+
+    @staticmethod
+    def lift(x: Tensor) -> Tensor:
+        return x.unsqueeze(-1)
+
+    def plus(self, a: Tensor, b: Tensor, out: Tensor) -> Tensor:
+        values, pointer = torch.cat([a, b], -1).topk(self.ranks, -1)
+        out.copy_(values)
+        return pointer
+
+
+LOG = LogSemiring()
+
+
+def accepted_counts(k: Tensor, max_k: int, at_most: bool) -> Tensor:
+    """``ends [K+1, B]``: whether a mask of each count is in the support of each row."""
+    counts = torch.arange(max_k + 1, device=k.device).unsqueeze(1)
+    return counts <= k if at_most else counts == k
+
+
+def forward_table(u: Tensor, w: Tensor | None, max_k: int, semiring=LOG) -> tuple[Tensor, list]:
+    """``alpha [T+1, K+2, A, B(, R)]``: the semiring value of the first i tokens with count j
+    (row j+1; row 0 is an impossible guard) and last bit b, and the back-pointers of each
+    step (none in ``LOG``). ``u [T, B]``, ``w [T, B]`` (w_i couples tokens i-1 and i).
+    Count-major, so every shifted slice is a contiguous block."""
     length, batch = u.shape
     bits = 1 if w is None else 2
-    alpha = u.new_full((length + 1, max_k + 2, bits, batch), NEG)
-    alpha[0, 1, 0] = 0.0
+    alpha = u.new_full((length + 1, max_k + 2, bits, batch, *([semiring.ranks] if semiring.ranks else [])), NEG)
+    alpha[0, 1, 0].view(batch, -1)[:, 0] = 0.0  # the empty prefix (its best value only)
     # views made once (the loops then index tuples): counts j and j-1 of bits 0 and 1
-    same, less, us = alpha[:, 1:].unbind(0), alpha[:, :-1].unbind(0), u.unbind(0)
+    same, less, us = alpha[:, 1:].unbind(0), alpha[:, :-1].unbind(0), semiring.lift(u).unbind(0)
+    linked = None if w is None else semiring.lift(w + u).unbind(0)
+    pointers = []
     for i in range(length):
         if w is None:
-            torch.logaddexp(same[i][:, 0], less[i][:, 0] + us[i], out=same[i + 1][:, 0])
+            pointers.append(semiring.plus(same[i][:, 0], less[i][:, 0] + us[i], out=same[i + 1][:, 0]))
         else:
-            torch.logaddexp(same[i][:, 0], same[i][:, 1], out=same[i + 1][:, 0])
-            torch.add(torch.logaddexp(less[i][:, 0], less[i][:, 1] + w[i]), us[i], out=same[i + 1][:, 1])
-    return alpha
+            off = semiring.plus(same[i][:, 0], same[i][:, 1], out=same[i + 1][:, 0])
+            on = semiring.plus(less[i][:, 0] + us[i], less[i][:, 1] + linked[i], out=same[i + 1][:, 1])
+            pointers.append((off, on))
+    return alpha, pointers
 
 
-def backward_table(u: Tensor, w: Tensor | None, k: Tensor, max_k: int) -> Tensor:
+def best_masks(alpha: Tensor, pointers: list, ends: Tensor, count: int) -> tuple[Tensor, Tensor]:
+    """``(masks [B, count, T], scores [B, count])``: the ``count`` best accepted masks of a
+    ``KMax`` table, best first, followed back through the pointers (``NEG`` scores for
+    missing ones, whose masks are meaningless)."""
+    last = alpha[-1, 1:].masked_fill(~ends[:, None, :, None], NEG)  # [K+1, A, B, R]
+    states, bits, batch, ranks = last.shape
+    scores, flat = last.permute(2, 0, 1, 3).reshape(batch, -1).topk(min(count, states * bits * ranks), -1)
+    j, b, r = flat // (bits * ranks), flat // ranks % bits, flat % ranks
+    rows = torch.arange(batch, device=alpha.device).unsqueeze(1)
+    took = []
+    for step in reversed(pointers):
+        if bits == 1:
+            pointer = step[j, rows, r]
+            take = pointer >= ranks  # the second candidate: token i came in
+        else:
+            pointer = torch.where(b > 0, step[1][j, rows, r], step[0][j, rows, r])
+            take = b > 0
+            b = pointer // ranks  # the bit of the token before
+        took.append(take)
+        r = pointer % ranks
+        j = (j - take.long()).clamp_min(0)  # impossible paths stay in range
+    masks = torch.stack(took[::-1], -1).to(alpha.dtype) if took else alpha.new_zeros(batch, flat.shape[1], 0)
+    if flat.shape[1] < count:  # fewer masks than asked for at all: fill with impossible ones
+        masks = torch.cat([masks, masks.new_zeros(batch, count - flat.shape[1], masks.shape[-1])], 1)
+        scores = torch.cat([scores, scores.new_full((batch, count - flat.shape[1]), NEG)], 1)
+    return masks, scores
+
+
+def backward_table(u: Tensor, w: Tensor | None, ends: Tensor, max_k: int) -> Tensor:
     """``beta [T+1, K+2, A, B]``: log-weight of tokens i.. completing a prefix of count j
-    (row j; row K+1 is an impossible guard) and last bit b to exactly k ones."""
+    (row j; row K+1 is an impossible guard) and last bit b to an accepted count."""
     length, batch = u.shape
     bits = 1 if w is None else 2
     beta = u.new_full((length + 1, max_k + 2, bits, batch), NEG)
-    beta[length, k, :, torch.arange(batch, device=u.device)] = 0.0
+    beta[length, :-1] = torch.where(ends, 0.0, NEG).unsqueeze(1)
     same, more, us = beta[:, :-1].unbind(0), beta[:, 1:].unbind(0), u.unbind(0)
     for i in range(length - 1, -1, -1):
         on = more[i + 1][:, bits - 1] + us[i]
@@ -74,9 +153,8 @@ def links(u: Tensor, w: Tensor | None) -> Tensor:
     return torch.zeros_like(u).unsqueeze(1) if w is None else torch.stack([torch.zeros_like(w), w], 1)
 
 
-def log_partition(alpha: Tensor, k: Tensor) -> Tensor:
-    rows = torch.arange(alpha.shape[-1], device=alpha.device)
-    return torch.logsumexp(alpha[-1, k + 1, :, rows], -1)
+def log_partition(alpha: Tensor, ends: Tensor) -> Tensor:
+    return torch.logsumexp(alpha[-1, 1:].masked_fill(~ends.unsqueeze(1), NEG), (0, 1))
 
 
 def on_terms(alpha: Tensor, beta: Tensor, u: Tensor, w: Tensor | None, log_z: Tensor) -> Tensor:
@@ -125,36 +203,56 @@ def suffix_expectations(beta: Tensor, u: Tensor, w: Tensor | None, g: Tensor) ->
     return rb
 
 
-def walk_back(alpha: Tensor, u: Tensor, k: Tensor, draws: Tensor) -> Tensor:
-    """Exact samples ``[T, B]`` of the k-subset distribution without pairwise terms
-    (Algorithm 2): from count k backwards, token i is taken with probability
-    ``P(z_i = 1 | j ones among the first i + 1 tokens)``, ``draws`` uniform ``[T, B]``."""
-    came_on = probability(alpha[:-1, :-1, 0] + u.unsqueeze(1) - alpha[1:, 1:, 0]).unbind(0)  # [K+1, B] each
+def last_state(alpha: Tensor, ends: Tensor, draw: Tensor) -> tuple[Tensor, Tensor]:
+    """The count and last bit ``[B]`` of a sample, drawn by inverting the distribution of the
+    accepted final states with uniform ``draw [B]``."""
+    last = alpha[-1, 1:].masked_fill(~ends.unsqueeze(1), NEG).flatten(0, 1)  # [(K+1) A, B]
+    cdf = torch.softmax(last, 0).cumsum(0)
+    state = (cdf <= draw).sum(0).clamp(max=last.shape[0] - 1)
+    bits = alpha.shape[2]
+    return state // bits, state % bits
+
+
+def walk_back(alpha: Tensor, u: Tensor, w: Tensor | None, ends: Tensor, draws: Tensor) -> Tensor:
+    """Exact samples ``[T, B]`` (Algorithm 2, with pairwise terms), ``draws`` uniform
+    ``[T+1, B]``: the final state from the last draw, then backwards, without pairwise
+    terms token i is taken with probability ``P(z_i = 1 | j ones among the first i + 1)``;
+    with them the bit of token i - 1 given that of token i (which is z_i) and the count."""
+    j, b = last_state(alpha, ends, draws[-1])
     takes = []
-    j = k.clone().unsqueeze(0)
+    if w is None:
+        came_on = probability(alpha[:-1, :-1, 0] + u.unsqueeze(1) - alpha[1:, 1:, 0]).unbind(0)  # [K+1, B] each
+        j = j.unsqueeze(0)
+        for i in range(u.shape[0] - 1, -1, -1):
+            take = draws[i] < came_on[i].gather(0, j)
+            takes.append(take)
+            j = j - take.long()
+        return torch.cat(takes[::-1]).to(u.dtype) if takes else torch.zeros_like(u)
+    rows = torch.arange(u.shape[1], device=u.device)
     for i in range(u.shape[0] - 1, -1, -1):
-        take = draws[i] < came_on[i].gather(0, j)
-        takes.append(take)
-        j = j - take.long()
-    return torch.cat(takes[::-1]).to(u.dtype) if takes else torch.zeros_like(u)
+        takes.append(b)
+        j = (j - b).clamp_min(0)
+        before = alpha[i, j + 1, :, rows]  # [B, 2]: the prefix's weight by the bit of token i - 1
+        b = (draws[i] < torch.sigmoid(before[:, 1] + b * w[i] - before[:, 0])).long()
+    return torch.stack(takes[::-1]).to(u.dtype)
 
 
 class ChainMarginals(torch.autograd.Function):
-    """``(log Z [B], mu [B, T], z)`` from ``u [B, T]``, ``w [B, T]`` or None, ``k [B]``,
-    with ``z [B, T]`` an exact sample when uniform ``draws [B, T]`` are given (no pairwise
-    terms) and empty otherwise; the backward pass returns exact gradients for u and w."""
+    """``(log Z [B], mu [B, T], z)`` from ``u [B, T]``, ``w [B, T]`` or None and the accepted
+    counts ``ends [K+1, B]``, with ``z [B, T]`` an exact sample when uniform ``draws [B, T+1]``
+    are given and empty otherwise; the backward pass returns exact gradients for u and w."""
 
     @staticmethod
-    def forward(ctx, u: Tensor, w: Tensor | None, k: Tensor, max_k: int, draws: Tensor | None = None):
+    def forward(ctx, u: Tensor, w: Tensor | None, ends: Tensor, max_k: int, draws: Tensor | None = None):
         ut = u.detach().t().contiguous()
         wt = None if w is None else w.detach().t().contiguous()
         # utilities must stay far from the impossible-state sentinel NEG (padding holds NEG itself)
         if not bool(((ut.abs() < -NEG / 1e3) | (ut == NEG)).all()):
             raise FloatingPointError("k-subset utilities out of range (NaN, infinite or beyond 1e6)")
-        alpha, beta = forward_table(ut, wt, max_k), backward_table(ut, wt, k, max_k)
-        log_z = log_partition(alpha, k)
+        alpha, beta = forward_table(ut, wt, max_k)[0], backward_table(ut, wt, ends, max_k)
+        log_z = log_partition(alpha, ends)
         q = on_terms(alpha, beta, ut, wt, log_z)
-        z = u.new_zeros(0) if draws is None else walk_back(alpha, ut, k, draws.t()).t()
+        z = u.new_zeros(0) if draws is None else walk_back(alpha, ut, wt, ends, draws.t()).t()
         ctx.mark_non_differentiable(z)
         ctx.save_for_backward(ut, alpha, beta, q)
         ctx.wt = wt

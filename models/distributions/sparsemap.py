@@ -10,13 +10,14 @@ budget polytope ``{0 <= mu <= 1, sum mu <= B}``, and xi has at most n + 1 masks.
   float64: solve the KKT system (eq. 13) on the current support, take a partial
   step and drop a mask when that solution is infeasible (eqs. 14-15), otherwise
   add the mask the MAP oracle finds most violated (eq. 16) until none is.
-- MAP oracle for the budget (appendix C): the top-B positive scores, O(n log n).
+- MAP oracle for the budget (appendix C): the top-B positive scores, O(n log n), the
+  closed form of the chain program's max reduction (:mod:`models.distributions.chain_ksubset`).
 - Optional coherence factor: pair scores ``w_i`` reward adjacent selected tokens,
   ``s(z) = <t, z> + sum_i w_i z_i z_{i+1}``. Each mask's vector then holds its pair
   indicators too, ``a_z = (z, z_i z_{i+1})``, against ``(t, w)`` (SparseMAP over the
   chain's factor graph, with the quadratic term on both kinds of marginals, which
-  keeps the problem strictly convex in them); the oracle becomes a max-plus program
-  over (count, last bit) with at most B ones.
+  keeps the problem strictly convex in them); the oracle becomes the same program's
+  max-plus reduction over (count, last bit) with at most B ones.
 - Backward pass: implicit differentiation of eq. 13,
   ``d L / d t = [A 0] K^{-1} [g; 0]`` for ``g = d L / d xi`` on the support
   (eq. 17 written with the KKT matrix K, which stays invertible when the empty mask
@@ -29,37 +30,16 @@ import numpy as np
 import torch
 from torch import Tensor
 
-
-def budget_oracle(scores: np.ndarray, budget: int) -> np.ndarray:
-    """``argmax_{|z| <= B} <z, scores>``: the top-B entries that are positive."""
-    z = np.zeros_like(scores)
-    top = np.argsort(-scores, kind="stable")[:budget]
-    z[top[scores[top] > 0]] = 1.0
-    return z
+from models.distributions.chain_ksubset import ChainKSubset
 
 
-def chain_budget_oracle(scores: np.ndarray, pair: np.ndarray, budget: int) -> np.ndarray:
-    """``argmax_{|z| <= B} <z, scores> + sum_i pair_i z_i z_{i+1}`` by max-plus over
-    (count, bit of the last token), with back-pointers."""
-    n = len(scores)
-    best = np.full((budget + 1, 2), -np.inf)
-    best[0, 0] = 0.0
-    came_from = np.zeros((n, budget + 1, 2), dtype=np.int64)  # previous bit
-    for i in range(n):
-        new = np.full_like(best, -np.inf)
-        came_from[i, :, 0] = np.argmax(best, 1)
-        new[:, 0] = best.max(1)
-        link = pair[i - 1] if i > 0 else 0.0
-        on = np.stack([best[:-1, 0], best[:-1, 1] + link], 1)
-        came_from[i, 1:, 1] = np.argmax(on, 1)
-        new[1:, 1] = on.max(1) + scores[i]
-        best = new
-    count, bit = np.unravel_index(np.argmax(best), best.shape)
-    z = np.zeros(n)
-    for i in range(n - 1, -1, -1):
-        z[i] = bit
-        bit, count = came_from[i, count, bit], count - bit
-    return z
+def budget_oracle(scores: np.ndarray, budget: int, pair: np.ndarray | None = None) -> np.ndarray:
+    """``argmax_{|z| <= B} <z, scores> + sum_i pair_i z_i z_{i+1}``: the max reduction of the
+    chain program (:class:`ChainKSubset` with ``at_most``); without pair scores its closed
+    form, the top-B entries that are positive."""
+    t = torch.from_numpy(scores).unsqueeze(0)
+    w = None if pair is None else torch.from_numpy(pair).unsqueeze(0)
+    return ChainKSubset(t, torch.ones_like(t), budget, w, at_most=True, method="sequential").argmax[0].numpy()
 
 
 def pair_indicators(columns: np.ndarray) -> np.ndarray:
@@ -88,7 +68,7 @@ def solve_sparsemap(t: np.ndarray, budget: int, pair: np.ndarray | None = None, 
     def oracle(residual: np.ndarray) -> np.ndarray:
         if pair is None:
             return budget_oracle(residual, budget)
-        z = chain_budget_oracle(residual[:n], residual[n:], budget)
+        z = budget_oracle(residual[:n], budget, residual[n:])
         return np.concatenate([z, z[:-1] * z[1:]])
 
     first = oracle(t)

@@ -95,8 +95,12 @@ def up_sweep(table: Tensor, links: Tensor | None, max_k: int, reduce: Reduce) ->
     return levels
 
 
-def root_value(root: Tensor, k: Tensor, reduce: Reduce) -> Tensor:
-    """``reduce_{a, d} S[a, d, k]`` per row from the whole sequence's table."""
+def root_value(root: Tensor, k: Tensor, reduce: Reduce, at_most: bool = False) -> Tensor:
+    """``reduce_{a, d} S[a, d, k]`` per row from the whole sequence's table (with
+    ``at_most``, reduced over the counts up to k as well)."""
+    if at_most:
+        allowed = torch.arange(root.shape[-1], device=root.device) <= k.unsqueeze(1)  # [B, M]
+        return reduce(root[:, 0].masked_fill(~allowed[:, None, None], NEG), (1, 2, 3))
     bits = root.shape[2]
     index = k.view(-1, 1, 1, 1).expand(-1, bits, bits, 1)
     return reduce(root[:, 0].gather(-1, index).squeeze(-1), (1, 2))

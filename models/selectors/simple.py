@@ -50,11 +50,11 @@ class SimpleSelector(Selector):
 
     def forward(self, states: Tensor, mask: Tensor) -> Selection:
         dist = self.distribution(states, mask)
-        z, mu = simple_estimator(dist)
+        z, _ = simple_estimator(dist)
         penalty = z.new_zeros(())
         stats = {"selected": selected_share(z, mask)}
         if self.kl_weight > 0:
-            kl = dist.kl_uniform(mu).mean()
+            kl = dist.kl_uniform().mean()
             penalty = self.kl_weight * kl
             stats["kl_uniform"] = kl.detach()
         return Selection.single(z, penalty, **stats)
@@ -62,4 +62,4 @@ class SimpleSelector(Selector):
     def decode_with_scores(self, states: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
         """The k highest logits and the conditional marginals P(z_i = 1 | sum z = k)."""
         dist = self.distribution(states, mask)
-        return dist.argmax(), dist.marginals()
+        return dist.argmax, dist.marginals

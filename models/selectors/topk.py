@@ -20,7 +20,6 @@ import torch
 from torch import Tensor, nn
 
 from models.distributions.chain_ksubset import ChainKSubset
-from models.distributions.ksubset import KSubset
 from models.options import option
 from models.selection import Selection, Selector
 from models.selectors.simple import KSubsetOptions
@@ -53,30 +52,27 @@ class TopKSelector(Selector):
     def utilities(self, states: Tensor) -> tuple[Tensor, Tensor | None]:
         return self.unary(states).squeeze(-1), None
 
-    def distribution(self, unary: Tensor, pairwise: Tensor | None, mask: Tensor, tau: float = 1.0):
+    def distribution(self, unary: Tensor, pairwise: Tensor | None, mask: Tensor) -> ChainKSubset:
         """The k-subset distribution with utilities / tau (a chain when there are pairwise terms)."""
         k = self.options.budget.tokens(mask)
-        if pairwise is None:
-            return KSubset(unary / tau, mask, k)
-        return ChainKSubset(unary / tau, pairwise / tau, mask, k)
+        return ChainKSubset(unary / self.tau, mask, k, None if pairwise is None else pairwise / self.tau)
+
     def forward(self, states: Tensor, mask: Tensor) -> Selection:
         unary, pairwise = self.utilities(states)
-        perturbed = unary + gumbel_like(unary)
-        dist = self.distribution(perturbed, pairwise, mask, self.tau)
-        soft = dist.marginals()
+        dist = self.distribution(unary + gumbel_like(unary), pairwise, mask)
+        soft = dist.marginals
         z = soft
-        if self.straight_through:
-            hard = self.distribution(perturbed.detach(), None if pairwise is None else pairwise.detach(), mask).argmax()
-            z = hard + soft - soft.detach()
+        if self.straight_through:  # the argmax does not depend on tau
+            z = dist.argmax + soft - soft.detach()
         with torch.no_grad():
             entropy = -(soft * torch.log(soft.clamp_min(1e-12))).sum(-1).mean()
         return Selection.single(z * mask, soft_entropy=entropy)
 
     def decode_with_scores(self, states: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
-        """The best k-subset and the relaxed mask at temperature tau, both without noise."""
-        unary, pairwise = self.utilities(states)
-        return (self.distribution(unary, pairwise, mask).argmax(),
-                self.distribution(unary, pairwise, mask, self.tau).marginals())
+        """The best k-subset and the relaxed mask at temperature tau, both without noise
+        (one distribution: the argmax does not depend on tau)."""
+        dist = self.distribution(*self.utilities(states), mask)
+        return dist.argmax, dist.marginals
 
 
 class CorrelatedTopKSelector(TopKSelector):

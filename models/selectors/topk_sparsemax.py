@@ -1,5 +1,6 @@
 """Top-k sparsemax rationales: sparse marginalization over the K best masks
-(Correia et al., 2020, section 4.1; the enumeration is in :mod:`models.distributions.kbest`).
+(Correia et al., 2020, section 4.1; the K best masks are the K-max reduction of
+:mod:`models.distributions.chain_ksubset`).
 
 Token scores theta come from a linear layer over the selector encoder's states; a
 mask's score is ``<theta, z>`` and each document's budget is at most
@@ -17,7 +18,8 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from models.distributions.kbest import NEG, k_best_masks
+from models.distributions.chain_ksubset import ChainKSubset
+from models.distributions.subset_tree import NEG
 from models.options import option
 from models.selectors.mask_set import MaskSetOptions, MaskSetSelector
 
@@ -41,7 +43,7 @@ class TopKSparsemaxSelector(MaskSetSelector):
         from entmax import sparsemax  # imported here so the other extractors never need it
 
         theta = self.score(states).squeeze(-1)
-        masks, best = k_best_masks(theta.detach(), mask, self.budgets(mask), self.top_masks)
+        masks, best = ChainKSubset(theta.detach(), mask, self.budgets(mask), at_most=True).topk(self.top_masks)
         scores = (masks * theta.unsqueeze(1)).sum(-1).masked_fill(best <= NEG / 2, NEG)
         return sparsemax(scores, dim=-1), masks
 
