@@ -28,17 +28,18 @@ class DependentScan(nn.Module):
 
     def forward(self, states: Tensor, mask: Tensor, draw: Callable[[Tensor], Tensor]) -> tuple[Tensor, Tensor]:
         n = self.input_size
-        # the parts that depend on h only are projected for all steps before the loop
-        head_h = F.linear(states, self.head.weight[:, :n], self.head.bias)
+        # the parts that depend on h only are projected for all steps before the loop, and
+        # split into steps once (indexing each step would zero-fill a whole [B, T, .] gradient per step)
+        head_h = F.linear(states, self.head.weight[:, :n], self.head.bias).unbind(1)
         head_s = self.head.weight[:, n:].t()
-        cell_h = states @ self.cell.weight_ih[:n]
+        cell_h = (states @ self.cell.weight_ih[:n]).unbind(1)
         cell_z = self.cell.weight_ih[n]
         state = self.cell.initial(states.shape[0], states)
         zs, thetas = [], []
-        for t in range(states.shape[1]):
-            theta = torch.addmm(head_h[:, t], state[-1], head_s)
-            z_t = draw(theta) * mask[:, t]
-            state = self.cell.step(torch.addcmul(cell_h[:, t], z_t.unsqueeze(-1), cell_z), state, mask[:, t])
+        for t, m_t in enumerate(mask.unbind(1)):
+            theta = torch.addmm(head_h[t], state[-1], head_s)
+            z_t = draw(theta) * m_t
+            state = self.cell.step(torch.addcmul(cell_h[t], z_t.unsqueeze(-1), cell_z), state, m_t)
             zs.append(z_t)
             thetas.append(theta)
         return torch.stack(zs, 1), torch.stack(thetas, 1)
