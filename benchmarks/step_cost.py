@@ -3,6 +3,8 @@ measured side by side in one run (same batch, same encoder, same sizes).
 
     python benchmarks/step_cost.py                      # B=256, T=150, D=50, H=200, BiRCNN
     python benchmarks/step_cost.py --threads 2 --repeats 5
+    python benchmarks/step_cost.py --encoder cnn --batch 64 --embedding 200 --hidden 100 \
+        --variants full sparsemap sparsemap-support-4 sparsemap-support-2 topk-sparsemax
 
 A step is the trainer's own ``training_step``: forward, loss, backward, clipping
 and the Adam update. Prints the median milliseconds and the ratio to ``full``,
@@ -36,6 +38,14 @@ VARIANTS = {
     "corr-topk": ("corr-topk", {"budget": 10}),
     "sparse-attention": ("sparse-attention", {}),
 }
+# sparse marginalization over masks: the predictor reads every mask of the support (tens per
+# review at initialization), so these run only when named
+MASK_SETS = {
+    "sparsemap": ("sparsemap", {"budget": 0.13}),
+    "sparsemap-support-4": ("sparsemap", {"budget": 0.13, "max_support": 4}),
+    "sparsemap-support-2": ("sparsemap", {"budget": 0.13, "max_support": 2}),
+    "topk-sparsemax": ("topk-sparsemax", {"budget": 0.13}),
+}
 
 
 def main() -> None:
@@ -43,7 +53,7 @@ def main() -> None:
     parser.add_argument("--embedding", type=int, default=50)
     parser.add_argument("--hidden", type=int, default=200)
     parser.add_argument("--encoder", default="rcnn")
-    parser.add_argument("--variants", nargs="+", default=list(VARIANTS))
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=[*VARIANTS, *MASK_SETS])
     args = parser.parse_args()
     device, device_name = timing_setup(args)
     vocab = 5000
@@ -57,7 +67,7 @@ def main() -> None:
           f"threads={args.threads} device={device} torch={torch.__version__}")
     timings = {}
     for name in args.variants:
-        extractor, options = VARIANTS[name]
+        extractor, options = {**VARIANTS, **MASK_SETS}[name]
         model = RationaleModel(vocab, args.embedding, args.hidden, 1, encoder=args.encoder,
                                extractor=extractor, extractor_options=options).to(device)
         optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=4e-4)

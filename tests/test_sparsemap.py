@@ -6,10 +6,10 @@ import pytest
 import torch
 from qp import solve_qp
 
-from models.distributions.sparsemap import budget_oracle, solve_sparsemap, sparsemap
+from models.distributions.sparsemap import budget_oracle, budget_projection, solve_sparsemap, sparsemap, staircase
 
 
-def budget_projection(t, budget):
+def budget_projection_qp(t, budget):
     """argmin ||mu - t||^2 over {0 <= mu <= 1, sum mu <= B} by the generic QP solver."""
     n = len(t)
     G = np.vstack([np.eye(n), -np.eye(n), np.ones((1, n))])
@@ -31,7 +31,7 @@ def test_marginals_are_the_projection_onto_the_budget_polytope(seed):
     active, xi = solve_sparsemap(t, budget)
     assert np.all(xi > 0) and abs(xi.sum() - 1) < 1e-12 and len(xi) <= n + 1
     assert np.all(active.sum(0) <= budget) and set(np.unique(active)) <= {0.0, 1.0}
-    np.testing.assert_allclose(active @ xi, budget_projection(t, budget), atol=1e-5)
+    np.testing.assert_allclose(active @ xi, budget_projection_qp(t, budget), atol=1e-5)
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -51,6 +51,51 @@ def test_marginals_match_entmax_budget_sparsemax_where_the_budget_binds(seed):
     np.testing.assert_allclose(mu, expected, atol=1e-6)
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_closed_form_without_pairwise_terms_is_a_sparsemap_solution(seed):
+    """The batched closed form: the marginals are the projection (the generic QP), and the
+    staircase writes them as at most F + 1 distinct, affinely independent masks within the
+    budget (F: the fractional entries), as the active set's support would be."""
+    rng = np.random.default_rng(200 + seed)
+    lengths = rng.integers(2, 10, size=4)
+    t = torch.tensor(rng.normal(size=(4, 10)) * 1.5 + 0.3)
+    mask = (torch.arange(10)[None] < torch.tensor(lengths)[:, None]).double()
+    budgets = torch.tensor([int(rng.integers(1, n + 1)) for n in lengths])
+    mu = budget_projection(t, mask, budgets)
+    weights, masks = staircase(mu)
+    assert torch.all(weights >= 0) and torch.allclose(weights.sum(-1), torch.ones(4, dtype=torch.float64))
+    for row, n in enumerate(lengths):
+        np.testing.assert_allclose(mu[row, :n].numpy(), budget_projection_qp(t[row, :n].numpy(), int(budgets[row])),
+                                   atol=1e-6)
+        assert torch.all(mu[row, n:] == 0)
+        kept = masks[row, weights[row] > 0]
+        assert torch.allclose(weights[row, weights[row] > 0] @ kept, mu[row], atol=1e-12)
+        assert torch.all(kept.sum(-1) <= budgets[row]) and torch.all(kept[:, n:] == 0)
+        fractional = int(((mu[row] > 0) & (mu[row] < 1)).sum())
+        assert len(kept) <= fractional + 1
+        steps = (kept[1:] - kept[:1]).numpy()  # affinely independent: the differences have full rank
+        assert len(kept) == 1 or np.linalg.matrix_rank(steps) == len(kept) - 1
+
+
+def test_max_support_keeps_the_most_probable_masks_renormalized():
+    from models.selectors.sparsemap import SparseMAPSelector
+
+    torch.manual_seed(0)
+    selector = SparseMAPSelector(4, budget=0.5).double()
+    torch.nn.init.constant_(selector.score.bias, 0.4)  # scores near 0.4: many fractional marginals
+    capped = SparseMAPSelector(4, budget=0.5, max_support=2).double()
+    capped.load_state_dict(selector.state_dict())
+    states = torch.randn(3, 8, 4, dtype=torch.float64) * 0.1
+    mask = torch.ones(3, 8, dtype=torch.float64)
+    weights, masks = selector.solve(states, mask)
+    assert (weights > 0).sum(-1).max() > 2  # the cap matters here
+    kept, kept_masks = capped.solve(states, mask)
+    assert kept.shape[1] == 2 and torch.allclose(kept.sum(-1), torch.ones(3, dtype=torch.float64))
+    top = weights.topk(2, -1)
+    assert torch.allclose(kept, top.values / top.values.sum(-1, keepdim=True))
+    assert torch.equal(kept_masks, masks.gather(1, top.indices.unsqueeze(-1).expand(-1, -1, 8)))
+
+
 def test_batched_supports_padding_and_weights():
     torch.manual_seed(0)
     scores = torch.randn(3, 7, dtype=torch.float64)
@@ -62,7 +107,7 @@ def test_batched_supports_padding_and_weights():
     assert torch.all(masks.sum(-1) <= torch.tensor([2, 1, 3]).unsqueeze(1))
     for row in range(3):
         n = int(mask[row].sum())
-        expected = budget_projection(scores[row, :n].numpy(), [2, 1, 3][row])
+        expected = budget_projection_qp(scores[row, :n].numpy(), [2, 1, 3][row])
         marginals = (weights[row].unsqueeze(-1) * masks[row]).sum(0)[:n]
         np.testing.assert_allclose(marginals.numpy(), expected, atol=1e-5)
 
@@ -117,6 +162,11 @@ def test_sparsemap_on_the_demo_corpus_is_precise(tmp_path):
     assert abs(test["selection_rate"] - 0.2) <= 0.02, test
 
 
+def pair_indicators(columns):
+    """``z_i z_{i+1}`` of each mask (columns ``[n, s]``) ``[n - 1, s]``."""
+    return columns[:-1] * columns[1:]
+
+
 def sparsemap_by_enumeration(t, w, budget):
     """min over xi in the simplex over all masks of 1/2 ||A xi - (t, w)||^2, a_z = (z, pair indicators),
     by the generic QP."""
@@ -134,8 +184,6 @@ def sparsemap_by_enumeration(t, w, budget):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_coherence_factor_matches_the_problem_over_all_masks(seed):
-    from models.distributions.sparsemap import pair_indicators
-
     rng = np.random.default_rng(seed)
     n = int(rng.integers(2, 8))
     t, w = rng.normal(size=n), rng.normal(size=n - 1) * 1.5

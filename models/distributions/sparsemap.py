@@ -42,11 +42,6 @@ def budget_oracle(scores: np.ndarray, budget: int, pair: np.ndarray | None = Non
     return ChainKSubset(t, torch.ones_like(t), budget, w, at_most=True, method="sequential").argmax[0].numpy()
 
 
-def pair_indicators(columns: np.ndarray) -> np.ndarray:
-    """``z_i z_{i+1}`` of each mask (columns ``[n, s]``) ``[n - 1, s]``."""
-    return columns[:-1] * columns[1:]
-
-
 def bordered(gram: np.ndarray) -> np.ndarray:
     """The KKT matrix ``[[G, 1], [1', 0]]`` of eq. 13 around a Gram matrix ``G [s, s]``."""
     s = len(gram)
@@ -104,6 +99,53 @@ def solve_sparsemap(t: np.ndarray, budget: int, pair: np.ndarray | None = None, 
     return active[:n], xi / xi.sum()
 
 
+def budget_projection(t: Tensor, mask: Tensor, budgets: Tensor, steps: int = 64) -> Tensor:
+    """The marginals without pairwise terms, batched: the Euclidean projection of ``t [B, T]``
+    onto ``{0 <= mu <= 1, sum mu <= B}``, ``mu = clip(t - tau, 0, 1)`` with the least
+    ``tau >= 0`` that fits the budget (bisection for the sets at 0 and 1, then ``tau`` exactly
+    from them); padding gets 0."""
+    t = t.masked_fill(mask <= 0, -1.0)
+    budget = budgets.to(t.dtype)
+    low, high = torch.zeros_like(budget), t.amax(-1).clamp_min(0.0)
+    for _ in range(steps):
+        middle = (low + high) / 2
+        over = (t - middle.unsqueeze(1)).clamp(0.0, 1.0).sum(-1) > budget
+        low, high = torch.where(over, middle, low), torch.where(over, high, middle)
+    shifted = t - high.unsqueeze(1)
+    ones, between = shifted >= 1.0, (shifted > 0) & (shifted < 1.0)
+    exact = ((t * between).sum(-1) + ones.sum(-1) - budget) / between.sum(-1).clamp_min(1)
+    fits = t.clamp(0.0, 1.0).sum(-1) <= budget
+    tau = torch.where(fits, 0.0, torch.where(between.any(-1), exact, high))
+    return (t - tau.unsqueeze(1)).clamp(0.0, 1.0) * (mask > 0)
+
+
+def staircase(mu: Tensor, tol: float = 1e-12) -> tuple[Tensor, Tensor]:
+    """A sparse decomposition ``(weights [B, S], masks [B, S, T])`` of marginals in the budget
+    polytope into at most F + 1 masks (F: the fractional entries), batched; every mask keeps
+    the entries at 1 and, for an offset ``theta`` in [0, 1), the fractional entry i whose
+    interval ``[C_{i-1}, C_i)`` of the cumulative fractional mass holds ``theta`` plus an
+    integer (systematic sampling). Each mask has ``floor`` or ``ceil`` of ``sum mu`` ones, so it
+    keeps the budget; the weights are the lengths of the offsets' intervals between the
+    breakpoints ``frac(C_i)``, and consecutive masks differ in one token in and one out, so
+    the masks are affinely independent (SparseMAP's backward pass needs that)."""
+    ones = mu >= 1.0
+    fraction = torch.where(ones, 0.0, mu)
+    cumulative = fraction.cumsum(-1)
+    breaks = torch.where(fraction > 0, cumulative - cumulative.floor(), 1.0)
+    breaks = torch.cat([torch.zeros_like(mu[:, :1]), breaks], -1).sort(-1).values  # [B, T+1]
+    ends = torch.cat([breaks[:, 1:], torch.ones_like(mu[:, :1])], -1)
+    weights = ends - breaks
+    theta = ((breaks + ends) / 2).unsqueeze(-1)  # [B, S, 1]
+    inside = (cumulative.unsqueeze(1) - theta).floor() > (cumulative - fraction).unsqueeze(1).sub(theta).floor()
+    masks = (ones.unsqueeze(1) | (inside & (fraction > 0).unsqueeze(1))).to(mu.dtype)
+    weights = torch.where(weights > tol, weights, 0.0)
+    order = weights.argsort(dim=-1, descending=True, stable=True)
+    size = max(int((weights > 0).sum(-1).max()), 1)
+    weights, order = weights.gather(1, order[:, :size]), order[:, :size]
+    masks = masks.gather(1, order.unsqueeze(-1).expand(-1, -1, mu.shape[-1])) * (weights > 0).unsqueeze(-1)
+    return weights / weights.sum(-1, keepdim=True), masks
+
+
 class SparseMAPWeights(torch.autograd.Function):
     """Weights ``[B, S]`` of each document's support masks ``[B, S, T]`` (zero weight
     and empty masks past a document's support) from scores ``t [B, T]`` and, for the
@@ -111,11 +153,18 @@ class SparseMAPWeights(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, scores: Tensor, pair: Tensor | None, mask: Tensor, budgets: Tensor):
+        if pair is None:  # the closed form, batched
+            weights, masks = staircase(budget_projection(scores.detach().double(), mask, budgets))
+            weights, masks = weights.to(scores.dtype), masks.to(scores.dtype)
+            ctx.mark_non_differentiable(masks)
+            ctx.save_for_backward(masks)
+            ctx.sizes, ctx.pairwise = (weights > 0).sum(-1).tolist(), False
+            return weights, masks
         supports = []
-        pairs = [None] * len(scores) if pair is None else pair.detach().double().cpu()
+        pairs = pair.detach().double().cpu()
         for t, w, keep, budget in zip(scores.detach().double().cpu(), pairs, mask.cpu() > 0, budgets.tolist()):
             n = int(keep.sum())
-            active, xi = solve_sparsemap(t[keep].numpy(), int(budget), None if w is None else w[: n - 1].numpy())
+            active, xi = solve_sparsemap(t[keep].numpy(), int(budget), w[: n - 1].numpy())
             supports.append((keep, active, xi))
         size = max(len(xi) for _, _, xi in supports)
         masks = scores.new_zeros(scores.shape[0], size, scores.shape[1])
@@ -132,19 +181,24 @@ class SparseMAPWeights(torch.autograd.Function):
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_weights: Tensor, _grad_masks: Tensor):
+        """Eq. 17 for every document at once, in float64: ``[x; .] = K^-1 [g; 0]`` with the
+        support's bordered Gram matrix K; slots past a support get an identity row and
+        ``g = 0``, so their x is 0."""
         (masks,) = ctx.saved_tensors
-        grad = torch.zeros(masks.shape[0], masks.shape[2], dtype=torch.float64)
-        grad_pair = torch.zeros(masks.shape[0], masks.shape[2] - 1, dtype=torch.float64)
-        for row, support in enumerate(ctx.sizes):
-            active = masks[row, :support].double().cpu().numpy().T  # [T, s]
-            pairs = pair_indicators(active)
-            vectors = np.concatenate([active, pairs]) if ctx.pairwise else active
-            g = grad_weights[row, :support].double().cpu().numpy()
-            x = np.linalg.solve(bordered(vectors.T @ vectors), np.concatenate([g, [0.0]]))[:-1]
-            grad[row] = torch.from_numpy(active @ x)
-            grad_pair[row] = torch.from_numpy(pairs @ x)
+        active = masks.double()  # [B, S, T]
+        pairs = active[..., :-1] * active[..., 1:]
+        vectors = torch.cat([active, pairs], -1) if ctx.pairwise else active
+        used = torch.arange(masks.shape[1], device=masks.device) < torch.tensor(ctx.sizes, device=masks.device)[:, None]
+        batch, slots = used.shape
+        kkt = active.new_zeros(batch, slots + 1, slots + 1)
+        gram = vectors @ vectors.transpose(1, 2)
+        kkt[:, :slots, :slots] = torch.where(used[:, :, None] & used[:, None, :], gram, torch.diag_embed(~used).double())
+        kkt[:, :slots, slots] = kkt[:, slots, :slots] = used.double()
+        g = torch.cat([grad_weights.double() * used, active.new_zeros(batch, 1)], -1)
+        x = torch.linalg.solve(kkt, g)[:, :slots].unsqueeze(-1)  # [B, S, 1]
         like = dict(device=masks.device, dtype=grad_weights.dtype)
-        return grad.to(**like), grad_pair.to(**like) if ctx.pairwise else None, None, None
+        grad = (active * x).sum(1).to(**like)
+        return grad, (pairs * x).sum(1).to(**like) if ctx.pairwise else None, None, None
 
 
 def sparsemap(scores: Tensor, mask: Tensor, budgets: Tensor, pair: Tensor | None = None) -> tuple[Tensor, Tensor]:
