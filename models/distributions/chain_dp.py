@@ -275,3 +275,9 @@ class ChainMarginals(torch.autograd.Function):
             pair = q[:, :, 1].sum(1)
             grad_w = (inside[:, :, 1].sum(1) - pair * mean + grad_z * pair).t()
         return grad_u.t(), grad_w, None, None, None
+
+
+def chain_marginals(u: Tensor, w: Tensor | None, ends: Tensor, max_k: int,
+                    draws: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+    """``(log Z [B], mu [B, T], z)``: :class:`ChainMarginals` as a function."""
+    return ChainMarginals.apply(u, w, ends, max_k, draws)

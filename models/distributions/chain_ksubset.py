@@ -73,7 +73,7 @@ class ChainKSubset(MaskDistribution):
         """The sequential program: keeps the log-partition and the marginals; returns the
         sample drawn from uniform ``draws [B, T+1]`` (empty without draws)."""
         u, w = self.program_inputs()
-        log_z, mu, z = chain_dp.ChainMarginals.apply(u, w, self.ends, self.max_k, draws)
+        log_z, mu, z = chain_dp.chain_marginals(u, w, self.ends, self.max_k, draws)
         self.keep(log_partition=log_z, marginals=mu * self.mask)
         return z
 

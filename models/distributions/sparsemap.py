@@ -6,10 +6,16 @@ distribution xi over masks, ``argmin_{xi in simplex} 1/2 ||A xi - t||^2``: its
 marginals ``mu = A xi`` are the Euclidean projection of the scores t onto the
 budget polytope ``{0 <= mu <= 1, sum mu <= B}``, and xi has at most n + 1 masks.
 
-- The active set algorithm of appendix B (Algorithm 1), one document at a time in
-  float64: solve the KKT system (eq. 13) on the current support, take a partial
-  step and drop a mask when that solution is infeasible (eqs. 14-15), otherwise
-  add the mask the MAP oracle finds most violated (eq. 16) until none is.
+- Without pairwise terms, a closed form for the whole batch: ``mu = clip(t - tau, 0, 1)``
+  with the least ``tau >= 0`` that fits the budget, and a staircase decomposition of mu
+  into at most F + 1 masks (F: its fractional entries). Any xi with ``A xi = mu`` solves
+  the problem, and these masks are affinely independent, so the backward pass below
+  applies to them as to the active set's support.
+- With the coherence factor, the active set algorithm of appendix B (Algorithm 1), one
+  document at a time in float64: solve the KKT system (eq. 13) on the current
+  support, take a partial step and drop a mask when that solution is infeasible
+  (eqs. 14-15), otherwise add the mask the MAP oracle finds most violated (eq. 16)
+  until none is.
 - MAP oracle for the budget (appendix C): the top-B positive scores, O(n log n), the
   closed form of the chain program's max reduction (:mod:`models.distributions.chain_ksubset`).
 - Optional coherence factor: pair scores ``w_i`` reward adjacent selected tokens,
