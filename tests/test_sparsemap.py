@@ -77,6 +77,19 @@ def test_closed_form_without_pairwise_terms_is_a_sparsemap_solution(seed):
         assert len(kept) == 1 or np.linalg.matrix_rank(steps) == len(kept) - 1
 
 
+def test_closed_form_matches_entmax_budget_sparsemax_where_the_budget_binds():
+    from entmax.root_finding import budget_bisect
+
+    torch.manual_seed(7)
+    t = torch.randn(6, 12, dtype=torch.float64) + 1.0
+    budgets = torch.tensor([2, 3, 4, 2, 3, 4])
+    binds = t.clamp(0, 1).sum(-1) > budgets
+    assert binds.all()
+    mu = budget_projection(t, torch.ones_like(t), budgets)
+    expected = torch.cat([budget_bisect(t[i : i + 1], int(budgets[i]), n_iter=100) for i in range(6)])
+    assert torch.allclose(mu, expected, atol=1e-9)
+
+
 def test_max_support_keeps_the_most_probable_masks_renormalized():
     from models.selectors.sparsemap import SparseMAPSelector
 

@@ -27,19 +27,21 @@ class DependentScan(nn.Module):
         self.cell = RCNNCell(input_size + 1, z_hidden)
 
     def forward(self, states: Tensor, mask: Tensor, draw: Callable[[Tensor], Tensor]) -> tuple[Tensor, Tensor]:
-        n = self.input_size
-        # the parts that depend on h only are projected for all steps before the loop, and
-        # split into steps once (indexing each step would zero-fill a whole [B, T, .] gradient per step)
-        head_h = F.linear(states, self.head.weight[:, :n], self.head.bias).unbind(1)
+        n, outputs = self.input_size, self.head.out_features
+        # the parts that depend on h only, for all steps before the loop, in one product (one
+        # gradient for the states), split into steps once (indexing each step would zero-fill
+        # a whole [B, T, .] gradient per step)
+        weight = torch.cat([self.head.weight[:, :n].t(), self.cell.weight_ih[:n]], 1)
+        bias = F.pad(self.head.bias, (0, weight.shape[1] - outputs))
+        steps = F.linear(states, weight.t(), bias).unbind(1)
         head_s = self.head.weight[:, n:].t()
-        cell_h = (states @ self.cell.weight_ih[:n]).unbind(1)
         cell_z = self.cell.weight_ih[n]
         state = self.cell.initial(states.shape[0], states)
         zs, thetas = [], []
-        for t, m_t in enumerate(mask.unbind(1)):
-            theta = torch.addmm(head_h[t], state[-1], head_s)
+        for step, m_t in zip(steps, mask.unbind(1)):
+            theta = torch.addmm(step[:, :outputs], state[-1], head_s)
             z_t = draw(theta) * m_t
-            state = self.cell.step(torch.addcmul(cell_h[t], z_t.unsqueeze(-1), cell_z), state, m_t)
+            state = self.cell.step(torch.addcmul(step[:, outputs:], z_t.unsqueeze(-1), cell_z), state, m_t)
             zs.append(z_t)
             thetas.append(theta)
         return torch.stack(zs, 1), torch.stack(thetas, 1)
