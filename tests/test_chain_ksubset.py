@@ -64,7 +64,8 @@ def test_gradcheck_of_the_relaxation(method):
     u = u[:, :6].clone().requires_grad_(True)
     w = w[:, :5].clone().requires_grad_(True)
     mask = mask[:, :6]
-    assert torch.autograd.gradcheck(lambda a, b: ChainKSubset(a / 0.5, mask, 2, b / 0.5, method=method).marginals, (u, w), atol=1e-6)
+    assert torch.autograd.gradcheck(lambda a, b: ChainKSubset(a / 0.5, mask, 2, b / 0.5, method=method).marginals,
+                                    (u, w), atol=1e-6)
 
 
 def test_large_positive_coupling_makes_the_argmax_contiguous(method):
@@ -95,15 +96,17 @@ def all_masks(u, w, n, k, at_most):
     """Every allowed mask of the first n tokens ``[M, n]`` and its score ``[M]``."""
     masks = torch.tensor([bits for bits in itertools.product([0, 1], repeat=n)
                           if (sum(bits) <= k if at_most else sum(bits) == k)], dtype=u.dtype)
-    scores = masks @ u[:n] + (masks[:, 1:] * masks[:, :-1]) @ (w[: n - 1] if w is not None else torch.zeros(n - 1, dtype=u.dtype))
+    pairs = w[: n - 1] if w is not None else torch.zeros(n - 1, dtype=u.dtype)
+    scores = masks @ u[:n] + (masks[:, 1:] * masks[:, :-1]) @ pairs
     return masks, scores
 
 
 @pytest.mark.parametrize("pairwise", [False, True])
 @pytest.mark.parametrize("at_most", [False, True])
 def test_every_quantity_of_the_protocol_matches_enumeration(pairwise, at_most, method):
-    """log-partition, marginals, entropy, argmax and the K best masks, exactly k or at most k,
-    with and without pairwise terms, on a padded batch with each row's own k."""
+    """log-partition, marginals, entropy, log-probabilities, argmax and the K best masks,
+    exactly k or at most k, with and without pairwise terms, on a padded batch with each
+    row's own k."""
     u, w, mask, lengths = batch(11)
     w = w if pairwise else None
     k = torch.tensor([3, 2, 4, 1])
@@ -116,6 +119,11 @@ def test_every_quantity_of_the_protocol_matches_enumeration(pairwise, at_most, m
         assert torch.allclose(dist.marginals[row, :n], probs @ masks, atol=1e-9)
         assert dist.entropy[row].item() == pytest.approx(-(probs * probs.log()).sum().item(), abs=1e-9)
         assert torch.equal(dist.argmax[row, :n], masks[scores.argmax()])
+        z = torch.zeros(len(masks), 9, dtype=u.dtype)
+        z[:, :n] = masks
+        log_p = ChainKSubset(u[row].expand(len(masks), 9), mask[row].expand(len(masks), 9), int(k[row]),
+                             None if w is None else w[row].expand(len(masks), 8), at_most=at_most).log_prob(z)
+        assert torch.allclose(log_p, probs.log(), atol=1e-9)
         ranked = scores.sort(descending=True).values[:5]
         assert torch.allclose(scores_k[row, : len(ranked)], ranked, atol=1e-9)
         found = masks_k[row, : len(ranked), :n]
@@ -164,5 +172,6 @@ def test_gradcheck_of_the_capped_marginals(method):
     u, w, mask, _ = batch(5)
     u = u[:, :6].clone().requires_grad_(True)
     w = w[:, :5].clone().requires_grad_(True)
-    assert torch.autograd.gradcheck(lambda a, b: ChainKSubset(a, mask[:, :6], 3, b, at_most=True, method=method).marginals,
+    assert torch.autograd.gradcheck(lambda a, b: ChainKSubset(a, mask[:, :6], 3, b, at_most=True,
+                                                              method=method).marginals,
                                     (u, w), atol=1e-6)

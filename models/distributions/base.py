@@ -10,7 +10,8 @@ selector that needs a sample, the marginals and the entropy pays for one pass.
 - ``marginals`` [B, T]: ``P(z_i = 1)`` = ``dA / du_i``, differentiable;
 - ``argmax`` [B, T]: the best mask; ``topk(K)``: the K best masks and their scores;
 - ``sample(generator)``: an exact sample [B, T];
-- ``entropy`` [B]: ``A - E[score(z)]``.
+- ``entropy`` [B]: ``A - E[score(z)]``;
+- ``log_prob(z)`` [B]: ``score(z) - A``.
 """
 
 from __future__ import annotations
@@ -50,6 +51,14 @@ class MaskDistribution:
     def keep(self, **values: Tensor) -> None:
         """Cache values computed on the way to something else (one pass giving several)."""
         self.__dict__.update(values)
+
+    def log_prob(self, z: Tensor) -> Tensor:
+        """``log p(z) = score(z) - A`` per row [B] for masks ``z [B, T]``."""
+        return self.score(z) - self.log_partition
+
+    def score(self, z: Tensor) -> Tensor:  # pragma: no cover - abstract
+        """The unnormalized log-weight of masks ``z [B, T]`` [B]."""
+        raise NotImplementedError
 
     def sample(self, generator: torch.Generator | None = None) -> Tensor:  # pragma: no cover - abstract
         raise NotImplementedError

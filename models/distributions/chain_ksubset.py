@@ -99,6 +99,14 @@ class ChainKSubset(MaskDistribution):
         """``P(z_i = 1, z_{i+1} = 1)`` [B, T-1] = ``dA / dw``; differentiable on the tree."""
         return gradient_of(lambda w: self.tree_value(self.unary, w, log_sum), self.pairwise)
 
+    def score(self, z: Tensor) -> Tensor:
+        """``<u, z> + sum_i w_i z_i z_{i+1}`` over real tokens (not checked against the count)."""
+        z = z * self.mask
+        total = (z * self.unary).sum(-1)
+        if self.pairwise is not None:
+            total = total + (z[:, 1:] * z[:, :-1] * self.pairwise).sum(-1)
+        return total
+
     def compute_entropy(self) -> Tensor:
         """``H = A - E[score(z)]``, since ``log p(z) = score(z) - A``."""
         expected = (self.marginals * self.unary * self.mask).sum(-1)

@@ -198,7 +198,8 @@ class SparseMAPWeights(torch.autograd.Function):
         batch, slots = used.shape
         kkt = active.new_zeros(batch, slots + 1, slots + 1)
         gram = vectors @ vectors.transpose(1, 2)
-        kkt[:, :slots, :slots] = torch.where(used[:, :, None] & used[:, None, :], gram, torch.diag_embed(~used).double())
+        both = used[:, :, None] & used[:, None, :]
+        kkt[:, :slots, :slots] = torch.where(both, gram, torch.diag_embed(~used).double())
         kkt[:, :slots, slots] = kkt[:, slots, :slots] = used.double()
         g = torch.cat([grad_weights.double() * used, active.new_zeros(batch, 1)], -1)
         x = torch.linalg.solve(kkt, g)[:, :slots].unsqueeze(-1)  # [B, S, 1]
