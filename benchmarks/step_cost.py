@@ -3,6 +3,7 @@ measured side by side in one run (same batch, same encoder, same sizes).
 
     python benchmarks/step_cost.py                      # B=256, T=150, D=50, H=200, BiRCNN
     python benchmarks/step_cost.py --threads 2 --repeats 5
+    python benchmarks/step_cost.py --selected 0.13 --variants full hardkuma hardkuma-dependent bernoulli
     python benchmarks/step_cost.py --encoder cnn --batch 64 --embedding 200 --hidden 100 \
         --variants full sparsemap sparsemap-support-4 sparsemap-support-2 topk-sparsemax
 
@@ -13,6 +14,7 @@ appends them to benchmarks/results.jsonl and regenerates RESULTS.md.
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -48,12 +50,35 @@ MASK_SETS = {
 }
 
 
+def settle(model: RationaleModel, share: float) -> None:
+    """Start a HardKuma or Bernoulli selector where training takes it, selecting about
+    ``share`` of the tokens (at initialization they select about half): the weights scaled
+    down and the biases set so that ``P(z != 0) = share``: for HardKuma shapes a = 1 and b
+    with ``(1 - k0)^b = share`` (k0 = 0.1 / 1.2, the stretch of the support), for Bernoulli
+    the logit of the share."""
+    selector = model.selector
+    if selector.scan is not None:
+        layer = selector.scan.head
+    else:
+        layer = selector.shape_layer if hasattr(selector, "shape_layer") else selector.logit_layer
+    if layer.out_features == 2:  # HardKuma's (a, b) through softplus
+        bias = [math.log(math.expm1(1.0)), math.log(math.expm1(math.log(share) / math.log(1 - 0.1 / 1.2)))]
+    else:
+        bias = [math.log(share / (1 - share))]
+    with torch.no_grad():
+        layer.weight.mul_(0.01)
+        layer.bias.copy_(torch.tensor(bias))
+
+
 def main() -> None:
     parser = timing_parser(__doc__, batch=256, length=150)
     parser.add_argument("--embedding", type=int, default=50)
     parser.add_argument("--hidden", type=int, default=200)
     parser.add_argument("--encoder", default="rcnn")
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=[*VARIANTS, *MASK_SETS])
+    parser.add_argument("--selected", type=float, default=None,
+                        help="start the HardKuma and Bernoulli variants selecting about this share of the "
+                        "tokens, as in training")
     args = parser.parse_args()
     device, device_name = timing_setup(args)
     vocab = 5000
@@ -70,6 +95,11 @@ def main() -> None:
         extractor, options = {**VARIANTS, **MASK_SETS}[name]
         model = RationaleModel(vocab, args.embedding, args.hidden, 1, encoder=args.encoder,
                                extractor=extractor, extractor_options=options).to(device)
+        if args.selected is not None and extractor in ("hardkuma", "bernoulli"):
+            settle(model, args.selected)
+            with torch.no_grad():
+                share = float(model(batch.ids, batch.mask)[0].stats["selected"])
+            name = f"{name} ({100 * share:.0f}% selected)"
         optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=4e-4)
         timings[name] = timed(lambda: training_step(model, task, batch, optimizer, 5.0), args.repeats, device)
     base = timings.get("full")

@@ -65,9 +65,12 @@ class RationaleModel(nn.Module):
         tokens = None if ids is None else TokenRows(ids, self.embed.weight, torch.ones_like(mask))
         return self.selector_encoder(emb, mask, tokens)[0]
 
-    def predict_masked(self, emb: Tensor, mask: Tensor, masks: Tensor, ids: Tensor | None = None) -> Tensor:
+    def predict_masked(self, emb: Tensor, mask: Tensor, masks: Tensor, ids: Tensor | None = None,
+                       skip_zeros: bool = False) -> Tensor:
         """Outputs ``[B, S, outputs]`` for masks ``[B, S, T]`` over embeddings ``[B, T, D]`` (of the
-        tokens ``ids``, when given with one mask each: the predictor may start from the words' products)."""
+        tokens ``ids``, when given with one mask each: the predictor may start from the words' products).
+        ``skip_zeros``: the masks' zeros need no gradient, so a recurrent predictor may run only
+        the selected steps in training too (:attr:`Selection.skippable_zeros`)."""
         batch, samples, length = masks.shape
         gate = (masks * mask.unsqueeze(1)).reshape(batch * samples, length)
         x = emb.unsqueeze(1).expand(batch, samples, length, emb.shape[-1]).reshape(batch * samples, length, -1)
@@ -75,7 +78,10 @@ class RationaleModel(nn.Module):
         if not self.predictor_encoder.skips_unselected:
             read = mask.unsqueeze(1).expand(batch, samples, length).reshape(batch * samples, length)
         tokens = TokenRows(ids, self.embed.weight, gate) if ids is not None and samples == 1 else None
-        _, summary = self.predictor_encoder(x * gate.unsqueeze(-1), read, tokens)
+        if self.predictor_encoder.skips_unselected and skip_zeros:
+            _, summary = self.predictor_encoder(x * gate.unsqueeze(-1), read, tokens, skip=True)
+        else:
+            _, summary = self.predictor_encoder(x * gate.unsqueeze(-1), read, tokens)
         return self.output(summary).view(batch, samples, -1)
 
     def forward(self, ids: Tensor, mask: Tensor, visible: Tensor | None = None) -> tuple[Selection, Tensor]:
@@ -86,7 +92,7 @@ class RationaleModel(nn.Module):
         selectable = mask if visible is None else mask - visible
         selection = self.selector(self.states(emb, mask), selectable)
         masks = selection.masks if visible is None else selection.masks + visible.unsqueeze(1)
-        return selection, self.predict_masked(emb, mask, masks)
+        return selection, self.predict_masked(emb, mask, masks, skip_zeros=selection.skippable_zeros)
 
     @torch.no_grad()
     def decode(self, ids: Tensor, mask: Tensor, visible: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:

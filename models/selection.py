@@ -24,16 +24,21 @@ class Selection:
     """Masks ``[B, S, T]`` in [0, 1], weights ``[B, S]`` (rows sum to 1), a scalar
     penalty, an optional score-function ``surrogate(loss [B, S])`` built from
     detached losses, and ``stats`` for logging: scalar tensors, detached, turned into
-    numbers once per epoch by the trainer (no device sync per step)."""
+    numbers once per epoch by the trainer (no device sync per step).
+    ``constant_zeros``: the masks' zeros get no gradient (a sample exactly 0 whose
+    derivative there is 0, as HardKuma's clamp), so the predictor may skip those steps
+    in training as well; masks without gradient at all need no flag."""
 
     masks: Tensor
     weights: Tensor
     penalty: Tensor
     surrogate: Callable[[Tensor], Tensor | None] | None = None
     stats: dict[str, Tensor] = field(default_factory=dict)
+    constant_zeros: bool = False
 
     @staticmethod
-    def single(mask: Tensor, penalty: Tensor | None = None, **stats: Tensor) -> Selection:
+    def single(mask: Tensor, penalty: Tensor | None = None, constant_zeros: bool = False,
+               **stats: Tensor) -> Selection:
         """One mask ``[B, T]`` with weight 1."""
         batch = mask.shape[0]
         return Selection(
@@ -41,7 +46,13 @@ class Selection:
             weights=mask.new_ones(batch, 1),
             penalty=penalty if penalty is not None else mask.new_zeros(()),
             stats=dict(stats),
+            constant_zeros=constant_zeros,
         )
+
+    @property
+    def skippable_zeros(self) -> bool:
+        """Whether a predictor may leave out the masks' zeros, gradients included."""
+        return self.constant_zeros or not self.masks.requires_grad
 
 
 class Selector(nn.Module):

@@ -441,3 +441,26 @@ def test_rcnn_cell_steps_match_the_encoder():
     torch.testing.assert_close(torch.stack(hs, 1) * (mask > 0).unsqueeze(-1), states)
     torch.testing.assert_close(state[-1], summary)
     assert len(cell(x[:, 0], cell.initial(3, x))) == 3  # no mask: a plain step
+
+
+@pytest.mark.parametrize("kind", ["rcnn", "lstm"])
+def test_training_scan_over_the_read_steps_only_gives_the_same_values_and_gradients(kind):
+    """With ``skip`` a recurrent predictor runs only the steps its gate reads, with gradients:
+    for a gate whose zeros carry no gradient (here a clamp, as HardKuma's samples), the
+    states, the summary and every gradient equal the full scan's."""
+    torch.manual_seed(0)
+    encoder = (RCNNEncoder if kind == "rcnn" else LSTMEncoder)(5, 4).double()
+    x = torch.randn(3, 12, 5, dtype=torch.float64, requires_grad=True)
+    logits = torch.randn(3, 12, dtype=torch.float64).mul(2).sub(1.5).requires_grad_(True)
+    mask = torch.ones(3, 12, dtype=torch.float64)
+    mask[2, 7:] = 0
+    results = []
+    for skip in (False, True):
+        gate = logits.clamp(0, 1) * mask
+        states, summary = encoder(x * gate.unsqueeze(-1), gate, skip=skip)
+        loss = (summary * torch.arange(1.0, 1 + summary.shape[1])).sum() + states.square().sum()
+        results.append((states, summary, torch.autograd.grad(loss, [x, logits, *encoder.parameters()])))
+    assert int((logits.clamp(0, 1) * mask > 0).sum(1).max()) < 0.75 * 12  # the skipping scan ran
+    (states, summary, grads), (skipped_states, skipped_summary, skipped_grads) = results
+    assert torch.allclose(states, skipped_states, atol=1e-12) and torch.allclose(summary, skipped_summary, atol=1e-12)
+    assert all(torch.allclose(a, b, atol=1e-12) for a, b in zip(grads, skipped_grads))

@@ -89,17 +89,17 @@ def without_grad(module: nn.Module, x: Tensor) -> bool:
     return not torch.is_grad_enabled() or not (x.requires_grad or any(p.requires_grad for p in module.parameters()))
 
 
-SKIP_SHARE = 0.75  # below this share of steps to run, inference runs only the mask's nonzero steps
+SKIP_SHARE = 0.75  # below this share of steps to run, a skipping scan runs only the mask's nonzero steps
 
 
 class RecurrentEncoder(Encoder):
     """Shared by the masked recurrent encoders: sizes, input dropout, and the
     empty-sequence case; subclasses implement ``scan(x, mask) -> (states, summary)``.
 
-    A step with mask 0 carries every state over unchanged, so without gradients the
-    scan runs over each row's nonzero steps only, moved to the front in order
-    (:meth:`skip_unread`): the same states and summary in fewer steps, e.g. a predictor
-    reading a short rationale. With ``tokens`` (inference, eval mode) the input
+    A step with mask 0 carries every state over unchanged, so without gradients (or with
+    ``skip``, when the mask's zeros need none) the scan runs over each row's nonzero steps
+    only, moved to the front in order (:meth:`skip_unread`): the same states and summary
+    in fewer steps, e.g. a predictor reading a short rationale. With ``tokens`` (inference, eval mode) the input
     projections come from the words' products (:func:`models.encoders.recurrence.token_projections`)."""
 
     def __init__(self, input_size: int, hidden_size: int, *, bidirectional: bool = True, dropout: float = 0.0):
@@ -111,11 +111,14 @@ class RecurrentEncoder(Encoder):
         self.output_size = self.directions * hidden_size
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x: Tensor, mask: Tensor, tokens: TokenRows | None = None) -> tuple[Tensor, Tensor]:
+    def forward(self, x: Tensor, mask: Tensor, tokens: TokenRows | None = None,
+                skip: bool = False) -> tuple[Tensor, Tensor]:
+        """``skip``: leave out the mask's zeros in training as well (their gradient is not
+        wanted: the states and the summary are the same, the mask's gradient there is 0)."""
         mask = mask.to(x.dtype)
         if x.shape[1] == 0:  # no steps: nothing to encode
             return x.new_zeros(*x.shape[:2], self.output_size), x.new_zeros(x.shape[0], self.output_size)
-        if not without_grad(self, x):
+        if not (skip or without_grad(self, x)):
             return self.scan(self.dropout(x), mask)
         tokens = None if self.training else tokens  # dropout changes x
         read = mask > 0

@@ -123,7 +123,8 @@ class HardKumaSelector(Selector):
         }
         if self.lambda_transitions is not None:
             stats["lambda_transitions"] = self.lambda_transitions.value.detach()
-        return Selection.single(z, penalty, **stats)
+        # a sample at exactly 0 comes from the clamp, whose derivative there is 0
+        return Selection.single(z, penalty, constant_zeros=True, **stats)
 
     def decode_with_scores(self, states: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
         """The decoded z and P(z_i != 0) (conditioned on the decoded prefix when dependent)."""
