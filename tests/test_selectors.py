@@ -98,3 +98,29 @@ def test_dependent_scan_is_the_recurrence_of_eq_16_step_by_step():
     grads = torch.autograd.grad((z * weights[0]).sum() + (theta * weights[1]).sum(), params)
     naive = torch.autograd.grad((naive_z * weights[0]).sum() + (naive_theta * weights[1]).sum(), params)
     assert all(torch.allclose(a, b, atol=1e-12) for a, b in zip(grads, naive))
+
+
+@pytest.mark.parametrize("dependent", [False, True])
+def test_hardkuma_zeros_carry_no_gradient_so_the_predictor_may_skip_them(dependent):
+    """``constant_zeros``: a HardKuma sample that is exactly 0 has derivative 0 (the clamp),
+    so a loss on the zeros alone gives the selector no gradient."""
+    from models.selectors.hardkuma import HardKumaSelector
+
+    torch.manual_seed(1)
+    selector = HardKumaSelector(6, dependent=dependent).double()
+    states = torch.randn(4, 9, 6, dtype=torch.float64, requires_grad=True)
+    mask = torch.ones(4, 9, dtype=torch.float64)
+    selection = selector(states, mask)
+    z = selection.masks[:, 0]
+    assert selection.skippable_zeros and bool((z == 0).any()) and bool((z > 0).any())
+    on_zeros = torch.randn_like(z) * (z == 0)
+    grads = torch.autograd.grad((z * on_zeros).sum(), [states, *selector.parameters()], allow_unused=True)
+    assert all(g is None or torch.all(g == 0) for g in grads)
+
+
+def test_relaxed_and_estimated_masks_keep_their_zeros():
+    """SIMPLE's sample carries the marginals' gradient at its zeros: not skippable."""
+    from models.selectors.simple import SimpleSelector
+
+    selection = SimpleSelector(6, budget=3)(torch.randn(2, 8, 6, requires_grad=True), torch.ones(2, 8))
+    assert not selection.skippable_zeros
