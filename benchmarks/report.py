@@ -264,17 +264,6 @@ def write_report() -> None:
         ["program", "device", "threads", "ms", "x faster than straightforward"],
         lambda r: [r["variant"], r["device"], r["threads"], f"{r['ms']:.1f}", f"{r['speedup_vs_straightforward']:.2f}"])
     out += timing_section(
-        rows, "sparsemap_speed", "SparseMAP without pairwise terms: closed form against the active set",
-        ["One batch of reviews at a 13% budget: the batched closed form (the projection onto the",
-         "budget polytope and its staircase of masks; forward and backward) against the active-set",
-         "algorithm run per document (forward only), on the same scores, side by side in one run.",
-         "Nearly equal scores are the regime of initialization, where supports are largest."],
-        ["scores", "B x T", "device", "threads", "closed form ms", "support", "active set ms", "support",
-         "x faster"],
-        lambda r: [r["variant"], f"{r['batch']} x {r['length']}", r["device"], r["threads"],
-                   f"{r['closed_form_ms']:.1f}", f"{r['support']:.1f}", f"{r['active_set_ms']:.0f}",
-                   f"{r['active_set_support']:.1f}", f"{r['speedup']:.0f}"])
-    out += timing_section(
         rows, "bernoulli_variance", "REINFORCE gradient variance per baseline (Bernoulli selector)",
         ["The selector's gradient drawn repeatedly on one fixed batch of the demo corpus from the same",
          "initial weights, every variant in one run: total variance (sum over parameters), its ratio",

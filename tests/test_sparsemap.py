@@ -6,7 +6,7 @@ import pytest
 import torch
 from qp import solve_qp
 
-from models.distributions.sparsemap import budget_oracle, budget_projection, solve_sparsemap, sparsemap, staircase
+from models.distributions.sparsemap import budget_oracle, solve_sparsemap, sparsemap
 
 
 def budget_projection_qp(t, budget):
@@ -49,45 +49,6 @@ def test_marginals_match_entmax_budget_sparsemax_where_the_budget_binds(seed):
     assert abs(mu.sum() - budget) < 1e-9  # the budget binds
     expected = budget_bisect(torch.tensor(t[None]), budget, n_iter=100)[0].numpy()
     np.testing.assert_allclose(mu, expected, atol=1e-6)
-
-
-@pytest.mark.parametrize("seed", range(8))
-def test_closed_form_without_pairwise_terms_is_a_sparsemap_solution(seed):
-    """The batched closed form: the marginals are the projection (the generic QP), and the
-    staircase writes them as at most F + 1 distinct, affinely independent masks within the
-    budget (F: the fractional entries), as the active set's support would be."""
-    rng = np.random.default_rng(200 + seed)
-    lengths = rng.integers(2, 10, size=4)
-    t = torch.tensor(rng.normal(size=(4, 10)) * 1.5 + 0.3)
-    mask = (torch.arange(10)[None] < torch.tensor(lengths)[:, None]).double()
-    budgets = torch.tensor([int(rng.integers(1, n + 1)) for n in lengths])
-    mu = budget_projection(t, mask, budgets)
-    weights, masks = staircase(mu)
-    assert torch.all(weights >= 0) and torch.allclose(weights.sum(-1), torch.ones(4, dtype=torch.float64))
-    for row, n in enumerate(lengths):
-        np.testing.assert_allclose(mu[row, :n].numpy(), budget_projection_qp(t[row, :n].numpy(), int(budgets[row])),
-                                   atol=1e-6)
-        assert torch.all(mu[row, n:] == 0)
-        kept = masks[row, weights[row] > 0]
-        assert torch.allclose(weights[row, weights[row] > 0] @ kept, mu[row], atol=1e-12)
-        assert torch.all(kept.sum(-1) <= budgets[row]) and torch.all(kept[:, n:] == 0)
-        fractional = int(((mu[row] > 0) & (mu[row] < 1)).sum())
-        assert len(kept) <= fractional + 1
-        steps = (kept[1:] - kept[:1]).numpy()  # affinely independent: the differences have full rank
-        assert len(kept) == 1 or np.linalg.matrix_rank(steps) == len(kept) - 1
-
-
-def test_closed_form_matches_entmax_budget_sparsemax_where_the_budget_binds():
-    from entmax.root_finding import budget_bisect
-
-    torch.manual_seed(7)
-    t = torch.randn(6, 12, dtype=torch.float64) + 1.0
-    budgets = torch.tensor([2, 3, 4, 2, 3, 4])
-    binds = t.clamp(0, 1).sum(-1) > budgets
-    assert binds.all()
-    mu = budget_projection(t, torch.ones_like(t), budgets)
-    expected = torch.cat([budget_bisect(t[i : i + 1], int(budgets[i]), n_iter=100) for i in range(6)])
-    assert torch.allclose(mu, expected, atol=1e-9)
 
 
 def test_max_support_keeps_the_most_probable_masks_renormalized():

@@ -6,13 +6,8 @@ distribution xi over masks, ``argmin_{xi in simplex} 1/2 ||A xi - t||^2``: its
 marginals ``mu = A xi`` are the Euclidean projection of the scores t onto the
 budget polytope ``{0 <= mu <= 1, sum mu <= B}``, and xi has at most n + 1 masks.
 
-- Without pairwise terms, a closed form for the whole batch: ``mu = clip(t - tau, 0, 1)``
-  with the least ``tau >= 0`` that fits the budget, and a staircase decomposition of mu
-  into at most F + 1 masks (F: its fractional entries). Any xi with ``A xi = mu`` solves
-  the problem, and these masks are affinely independent, so the backward pass below
-  applies to them as to the active set's support.
-- With the coherence factor, the active set algorithm of appendix B (Algorithm 1), one
-  document at a time in float64: solve the KKT system (eq. 13) on the current
+- The active set algorithm of appendix B (Algorithm 1), one document at a time in
+  float64: solve the KKT system (eq. 13) on the current
   support, take a partial step and drop a mask when that solution is infeasible
   (eqs. 14-15), otherwise add the mask the MAP oracle finds most violated (eq. 16)
   until none is.
@@ -41,8 +36,14 @@ from models.distributions.chain_ksubset import ChainKSubset
 
 def budget_oracle(scores: np.ndarray, budget: int, pair: np.ndarray | None = None) -> np.ndarray:
     """``argmax_{|z| <= B} <z, scores> + sum_i pair_i z_i z_{i+1}``: the max reduction of the
-    chain program (:class:`ChainKSubset` with ``at_most``); without pair scores its closed
-    form, the top-B entries that are positive."""
+    chain program (:class:`ChainKSubset` with ``at_most``). Without pair scores its closed
+    form, the top-B entries that are positive, in numpy: the active set calls it once per
+    iteration on one document, where a torch call costs ten times more."""
+    if pair is None:
+        z = np.zeros_like(scores)
+        top = np.argsort(-scores, kind="stable")[:budget]
+        z[top[scores[top] > 0]] = 1.0
+        return z
     t = torch.from_numpy(scores).unsqueeze(0)
     w = None if pair is None else torch.from_numpy(pair).unsqueeze(0)
     return ChainKSubset(t, torch.ones_like(t), budget, w, at_most=True, method="sequential").argmax[0].numpy()
@@ -105,53 +106,6 @@ def solve_sparsemap(t: np.ndarray, budget: int, pair: np.ndarray | None = None, 
     return active[:n], xi / xi.sum()
 
 
-def budget_projection(t: Tensor, mask: Tensor, budgets: Tensor, steps: int = 64) -> Tensor:
-    """The marginals without pairwise terms, batched: the Euclidean projection of ``t [B, T]``
-    onto ``{0 <= mu <= 1, sum mu <= B}``, ``mu = clip(t - tau, 0, 1)`` with the least
-    ``tau >= 0`` that fits the budget (bisection for the sets at 0 and 1, then ``tau`` exactly
-    from them); padding gets 0."""
-    t = t.masked_fill(mask <= 0, -1.0)
-    budget = budgets.to(t.dtype)
-    low, high = torch.zeros_like(budget), t.amax(-1).clamp_min(0.0)
-    for _ in range(steps):
-        middle = (low + high) / 2
-        over = (t - middle.unsqueeze(1)).clamp(0.0, 1.0).sum(-1) > budget
-        low, high = torch.where(over, middle, low), torch.where(over, high, middle)
-    shifted = t - high.unsqueeze(1)
-    ones, between = shifted >= 1.0, (shifted > 0) & (shifted < 1.0)
-    exact = ((t * between).sum(-1) + ones.sum(-1) - budget) / between.sum(-1).clamp_min(1)
-    fits = t.clamp(0.0, 1.0).sum(-1) <= budget
-    tau = torch.where(fits, 0.0, torch.where(between.any(-1), exact, high))
-    return (t - tau.unsqueeze(1)).clamp(0.0, 1.0) * (mask > 0)
-
-
-def staircase(mu: Tensor, tol: float = 1e-12) -> tuple[Tensor, Tensor]:
-    """A sparse decomposition ``(weights [B, S], masks [B, S, T])`` of marginals in the budget
-    polytope into at most F + 1 masks (F: the fractional entries), batched; every mask keeps
-    the entries at 1 and, for an offset ``theta`` in [0, 1), the fractional entry i whose
-    interval ``[C_{i-1}, C_i)`` of the cumulative fractional mass holds ``theta`` plus an
-    integer (systematic sampling). Each mask has ``floor`` or ``ceil`` of ``sum mu`` ones, so it
-    keeps the budget; the weights are the lengths of the offsets' intervals between the
-    breakpoints ``frac(C_i)``, and consecutive masks differ in one token in and one out, so
-    the masks are affinely independent (SparseMAP's backward pass needs that)."""
-    ones = mu >= 1.0
-    fraction = torch.where(ones, 0.0, mu)
-    cumulative = fraction.cumsum(-1)
-    breaks = torch.where(fraction > 0, cumulative - cumulative.floor(), 1.0)
-    breaks = torch.cat([torch.zeros_like(mu[:, :1]), breaks], -1).sort(-1).values  # [B, T+1]
-    ends = torch.cat([breaks[:, 1:], torch.ones_like(mu[:, :1])], -1)
-    weights = ends - breaks
-    theta = ((breaks + ends) / 2).unsqueeze(-1)  # [B, S, 1]
-    inside = (cumulative.unsqueeze(1) - theta).floor() > (cumulative - fraction).unsqueeze(1).sub(theta).floor()
-    masks = (ones.unsqueeze(1) | (inside & (fraction > 0).unsqueeze(1))).to(mu.dtype)
-    weights = torch.where(weights > tol, weights, 0.0)
-    order = weights.argsort(dim=-1, descending=True, stable=True)
-    size = max(int((weights > 0).sum(-1).max()), 1)
-    weights, order = weights.gather(1, order[:, :size]), order[:, :size]
-    masks = masks.gather(1, order.unsqueeze(-1).expand(-1, -1, mu.shape[-1])) * (weights > 0).unsqueeze(-1)
-    return weights / weights.sum(-1, keepdim=True), masks
-
-
 class SparseMAPWeights(torch.autograd.Function):
     """Weights ``[B, S]`` of each document's support masks ``[B, S, T]`` (zero weight
     and empty masks past a document's support) from scores ``t [B, T]`` and, for the
@@ -159,18 +113,11 @@ class SparseMAPWeights(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, scores: Tensor, pair: Tensor | None, mask: Tensor, budgets: Tensor):
-        if pair is None:  # the closed form, batched
-            weights, masks = staircase(budget_projection(scores.detach().double(), mask, budgets))
-            weights, masks = weights.to(scores.dtype), masks.to(scores.dtype)
-            ctx.mark_non_differentiable(masks)
-            ctx.save_for_backward(masks)
-            ctx.sizes, ctx.pairwise = (weights > 0).sum(-1).tolist(), False
-            return weights, masks
         supports = []
-        pairs = pair.detach().double().cpu()
+        pairs = [None] * len(scores) if pair is None else pair.detach().double().cpu()
         for t, w, keep, budget in zip(scores.detach().double().cpu(), pairs, mask.cpu() > 0, budgets.tolist()):
             n = int(keep.sum())
-            active, xi = solve_sparsemap(t[keep].numpy(), int(budget), w[: n - 1].numpy())
+            active, xi = solve_sparsemap(t[keep].numpy(), int(budget), None if w is None else w[: n - 1].numpy())
             supports.append((keep, active, xi))
         size = max(len(xi) for _, _, xi in supports)
         masks = scores.new_zeros(scores.shape[0], size, scores.shape[1])
