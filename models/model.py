@@ -78,10 +78,7 @@ class RationaleModel(nn.Module):
         if not self.predictor_encoder.skips_unselected:
             read = mask.unsqueeze(1).expand(batch, samples, length).reshape(batch * samples, length)
         tokens = TokenRows(ids, self.embed.weight, gate) if ids is not None and samples == 1 else None
-        if self.predictor_encoder.skips_unselected and skip_zeros:
-            _, summary = self.predictor_encoder(x * gate.unsqueeze(-1), read, tokens, skip=True)
-        else:
-            _, summary = self.predictor_encoder(x * gate.unsqueeze(-1), read, tokens)
+        _, summary = self.predictor_encoder(x * gate.unsqueeze(-1), read, tokens, skip=skip_zeros)
         return self.output(summary).view(batch, samples, -1)
 
     def forward(self, ids: Tensor, mask: Tensor, visible: Tensor | None = None) -> tuple[Selection, Tensor]:

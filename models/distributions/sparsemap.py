@@ -7,10 +7,9 @@ marginals ``mu = A xi`` are the Euclidean projection of the scores t onto the
 budget polytope ``{0 <= mu <= 1, sum mu <= B}``, and xi has at most n + 1 masks.
 
 - The active set algorithm of appendix B (Algorithm 1), one document at a time in
-  float64: solve the KKT system (eq. 13) on the current
-  support, take a partial step and drop a mask when that solution is infeasible
-  (eqs. 14-15), otherwise add the mask the MAP oracle finds most violated (eq. 16)
-  until none is.
+  float64: solve the KKT system (eq. 13) on the current support, take a partial
+  step and drop a mask when that solution is infeasible (eqs. 14-15), otherwise
+  add the mask the MAP oracle finds most violated (eq. 16) until none is.
 - MAP oracle for the budget (appendix C): the top-B positive scores, O(n log n), the
   closed form of the chain program's max reduction (:mod:`models.distributions.chain_ksubset`).
 - Optional coherence factor: pair scores ``w_i`` reward adjacent selected tokens,
@@ -45,7 +44,7 @@ def budget_oracle(scores: np.ndarray, budget: int, pair: np.ndarray | None = Non
         z[top[scores[top] > 0]] = 1.0
         return z
     t = torch.from_numpy(scores).unsqueeze(0)
-    w = None if pair is None else torch.from_numpy(pair).unsqueeze(0)
+    w = torch.from_numpy(pair).unsqueeze(0)
     return ChainKSubset(t, torch.ones_like(t), budget, w, at_most=True, method="sequential").argmax[0].numpy()
 
 

@@ -73,13 +73,15 @@ class Encoder(nn.Module):
     Paulus et al., 2020, so an unselected token still gets a gradient).
 
     ``tokens``, when given, says what ``x`` is made of (:class:`TokenRows`); an encoder may
-    use it at inference (without gradients, in eval mode) and otherwise ignores it."""
+    use it at inference (without gradients, in eval mode) and otherwise ignores it. ``skip``:
+    the mask's zeros need no gradient, so an encoder that skips unselected steps may leave
+    them out in training too (the others read every position and ignore it)."""
 
     output_size: int
     skips_unselected: bool = True
 
-    def forward(self, x: Tensor, mask: Tensor,
-                tokens: TokenRows | None = None) -> tuple[Tensor, Tensor]:  # pragma: no cover - abstract
+    def forward(self, x: Tensor, mask: Tensor, tokens: TokenRows | None = None,
+                skip: bool = False) -> tuple[Tensor, Tensor]:  # pragma: no cover - abstract
         raise NotImplementedError
 
 
@@ -99,8 +101,9 @@ class RecurrentEncoder(Encoder):
     A step with mask 0 carries every state over unchanged, so without gradients (or with
     ``skip``, when the mask's zeros need none) the scan runs over each row's nonzero steps
     only, moved to the front in order (:meth:`skip_unread`): the same states and summary
-    in fewer steps, e.g. a predictor reading a short rationale. With ``tokens`` (inference, eval mode) the input
-    projections come from the words' products (:func:`models.encoders.recurrence.token_projections`)."""
+    in fewer steps, e.g. a predictor reading a short rationale. With ``tokens`` (inference,
+    eval mode) the input projections come from the words' products
+    (:func:`models.encoders.recurrence.token_projections`)."""
 
     def __init__(self, input_size: int, hidden_size: int, *, bidirectional: bool = True, dropout: float = 0.0):
         super().__init__()
@@ -113,8 +116,6 @@ class RecurrentEncoder(Encoder):
 
     def forward(self, x: Tensor, mask: Tensor, tokens: TokenRows | None = None,
                 skip: bool = False) -> tuple[Tensor, Tensor]:
-        """``skip``: leave out the mask's zeros in training as well (their gradient is not
-        wanted: the states and the summary are the same, the mask's gradient there is 0)."""
         mask = mask.to(x.dtype)
         if x.shape[1] == 0:  # no steps: nothing to encode
             return x.new_zeros(*x.shape[:2], self.output_size), x.new_zeros(x.shape[0], self.output_size)

@@ -52,7 +52,8 @@ class CNNEncoder(Encoder):
             nn.Conv1d(sizes[i], sizes[i + 1], kernel_size, padding=kernel_size // 2) for i in range(layers)
         )
 
-    def forward(self, x: Tensor, mask: Tensor, tokens: TokenRows | None = None) -> tuple[Tensor, Tensor]:
+    def forward(self, x: Tensor, mask: Tensor, tokens: TokenRows | None = None,
+                skip: bool = False) -> tuple[Tensor, Tensor]:
         mask = mask.to(x.dtype)
         if x.shape[1] == 0:  # no positions: nothing to encode
             return x.new_zeros(*x.shape[:2], self.output_size), x.new_zeros(x.shape[0], self.output_size)

@@ -29,7 +29,8 @@ class L2XEncoder(Encoder):
         self.local = nn.ModuleList(nn.Conv1d(hidden_size, hidden_size, 3, padding=1) for _ in range(2))
         self.combine = nn.Conv1d(2 * hidden_size, hidden_size, 1)
 
-    def forward(self, x: Tensor, mask: Tensor, tokens: TokenRows | None = None) -> tuple[Tensor, Tensor]:
+    def forward(self, x: Tensor, mask: Tensor, tokens: TokenRows | None = None,
+                skip: bool = False) -> tuple[Tensor, Tensor]:
         real = (mask > 0).to(x.dtype).unsqueeze(1)  # [B, 1, T]
         if x.shape[1] == 0:
             return x.new_zeros(*x.shape[:2], self.output_size), x.new_zeros(x.shape[0], self.output_size)
