@@ -6,6 +6,13 @@ measured side by side in one run (same batch, same encoder, same sizes).
     python benchmarks/step_cost.py --selected 0.13 --variants full hardkuma hardkuma-dependent bernoulli
     python benchmarks/step_cost.py --encoder cnn --batch 64 --embedding 200 --hidden 100 \
         --variants full sparsemap sparsemap-support-4 sparsemap-support-2 topk-sparsemax
+    python benchmarks/step_cost.py --run RUN_DIR --data reviews.aspect0.heldout.txt.gz --aspect 0 \
+        --batch 64 --max-support 4
+
+With ``--run`` it times a trained run's own model on the first ``--batch`` reviews of
+``--data`` (a step where training took it: a mask-set selector's supports are then far
+smaller than at initialization), with ``--max-support`` caps as more variants, against
+a full-text model of the same sizes on the same batch.
 
 A step is the trainer's own ``training_step``: forward, loss, backward, clipping
 and the Adam update. Prints the median milliseconds and the ratio to ``full``,
@@ -14,6 +21,8 @@ appends them to benchmarks/results.jsonl and regenerates RESULTS.md.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import math
 import sys
 from pathlib import Path
@@ -25,7 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import append_result, git_commit, timed, timing_parser, timing_setup  # noqa: E402
 from report import write_report  # noqa: E402
 from models.model import RationaleModel  # noqa: E402
-from rationale_cli.batching import Batch  # noqa: E402
+from rationale_cli.batching import Batch, make_batch  # noqa: E402
+from rationale_cli.readers import read_records  # noqa: E402
+from rationale_cli.rundir import build_model, load_run  # noqa: E402
 from rationale_cli.task import Regression  # noqa: E402
 from rationale_cli.fit import training_step  # noqa: E402
 
@@ -70,6 +81,48 @@ def settle(model: RationaleModel, share: float) -> None:
         layer.bias.copy_(torch.tensor(bias))
 
 
+def time_run(args, device, device_name: str) -> None:
+    """``--run``: the trained model and its capped variants against a full-text model of the
+    same sizes, on real reviews."""
+    run = load_run(args.run, device)
+    records = read_records(args.data, aspect=args.aspect)[: args.batch]
+    batch = make_batch(records, run.vocab, run.task, device)
+    torch.manual_seed(0)
+    models = {"full": build_model(run.config, len(run.vocab), run.task, selector="full"),
+              run.config.extractor: run.model}
+    for cap in args.max_support:
+        capped = copy.deepcopy(run.model)
+        capped.selector.options = dataclasses.replace(capped.selector.options, max_support=cap)
+        models[f"{run.config.extractor}-support-{cap}"] = capped
+    print(f"{args.run}: B={len(records)} T<={batch.ids.shape[1]} encoder={run.config.encoder} "
+          f"threads={args.threads} device={device}")
+    timings = {}
+    for name, model in models.items():
+        model.to(device).train()
+        with torch.no_grad():
+            support = model(batch.ids, batch.mask)[0].stats.get("support")
+        if support is not None:
+            name = f"{name} (support {float(support):.1f})"
+        optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=1e-6)
+        timings[name] = timed(lambda: training_step(model, run.task, batch, optimizer, 5.0), args.repeats, device)
+    report(timings, args, device_name, {"encoder": run.config.encoder, "batch": len(records),
+                                        "length": batch.ids.shape[1], "embedding": run.config.embedding_dim,
+                                        "hidden": run.config.hidden_size, "run": Path(args.run).name})
+
+
+def report(timings: dict[str, float], args, device_name: str, sizes: dict) -> None:
+    """Print each variant's milliseconds and ratio to ``full``; append the rows; regenerate RESULTS.md."""
+    base = timings.get("full")
+    command = " ".join(["python", "benchmarks/step_cost.py", *sys.argv[1:]])
+    for name, ms in timings.items():
+        ratio = ms / base if base else None
+        print(f"{name:20s} {ms:9.1f} ms/step  " + (f"{ratio:.2f}x full" if ratio else ""))
+        append_result({"benchmark": "step_cost", "variant": name, **sizes, "threads": args.threads,
+                       "ms": round(ms, 1), "ratio_to_full": ratio and round(ratio, 3),
+                       "device": device_name, "command": command, "commit": git_commit()})
+    write_report()
+
+
 def main() -> None:
     parser = timing_parser(__doc__, batch=256, length=150)
     parser.add_argument("--embedding", type=int, default=50)
@@ -79,8 +132,16 @@ def main() -> None:
     parser.add_argument("--selected", type=float, default=None,
                         help="start the HardKuma and Bernoulli variants selecting about this share of the "
                         "tokens, as in training")
+    parser.add_argument("--run", default=None, help="a trained run directory to time (with --data)")
+    parser.add_argument("--data", default=None, help="reviews for --run, read with its vocabulary")
+    parser.add_argument("--aspect", type=int, default=None, help="the beer aspect of --data")
+    parser.add_argument("--max-support", type=int, nargs="*", default=[],
+                        help="with --run: also time its mask-set selector capped at these support sizes")
     args = parser.parse_args()
     device, device_name = timing_setup(args)
+    if args.run:
+        time_run(args, device, device_name)
+        return
     vocab = 5000
     lengths = torch.randint(args.length // 2, args.length + 1, (args.batch,))
     lengths[0] = args.length
@@ -102,16 +163,8 @@ def main() -> None:
             name = f"{name} ({100 * share:.0f}% selected)"
         optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=4e-4)
         timings[name] = timed(lambda: training_step(model, task, batch, optimizer, 5.0), args.repeats, device)
-    base = timings.get("full")
-    command = " ".join(["python", "benchmarks/step_cost.py", *sys.argv[1:]])
-    for name, ms in timings.items():
-        ratio = ms / base if base else None
-        print(f"{name:20s} {ms:9.1f} ms/step  " + (f"{ratio:.2f}x full" if ratio else ""))
-        append_result({"benchmark": "step_cost", "variant": name, "encoder": args.encoder, "batch": args.batch,
-                       "length": args.length, "embedding": args.embedding, "hidden": args.hidden,
-                       "threads": args.threads, "ms": round(ms, 1), "ratio_to_full": ratio and round(ratio, 3),
-                       "device": device_name, "command": command, "commit": git_commit()})
-    write_report()
+    report(timings, args, device_name, {"encoder": args.encoder, "batch": args.batch, "length": args.length,
+                                        "embedding": args.embedding, "hidden": args.hidden})
 
 
 if __name__ == "__main__":

@@ -6,10 +6,11 @@ distribution xi over masks, ``argmin_{xi in simplex} 1/2 ||A xi - t||^2``: its
 marginals ``mu = A xi`` are the Euclidean projection of the scores t onto the
 budget polytope ``{0 <= mu <= 1, sum mu <= B}``, and xi has at most n + 1 masks.
 
-- The active set algorithm of appendix B (Algorithm 1), one document at a time in
-  float64: solve the KKT system (eq. 13) on the current support, take a partial
+- The active set algorithm of appendix B (Algorithm 1) in float64, for a whole batch
+  in lockstep: solve the KKT system (eq. 13) on the current support, take a partial
   step and drop a mask when that solution is infeasible (eqs. 14-15), otherwise
-  add the mask the MAP oracle finds most violated (eq. 16) until none is.
+  add the mask the MAP oracle finds most violated (eq. 16) until none is. The KKT
+  inverses follow each change of a support by a rank-2 update (:class:`Supports`).
 - MAP oracle for the budget (appendix C): the top-B positive scores, O(n log n), the
   closed form of the chain program's max reduction (:mod:`models.distributions.chain_ksubset`).
 - Optional coherence factor: pair scores ``w_i`` reward adjacent selected tokens,
@@ -26,83 +27,213 @@ budget polytope ``{0 <= mu <= 1, sum mu <= B}``, and xi has at most n + 1 masks.
 
 from __future__ import annotations
 
-import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
+from models.budget import top_k_mask
 from models.distributions.chain_ksubset import ChainKSubset
 
 
-def budget_oracle(scores: np.ndarray, budget: int, pair: np.ndarray | None = None) -> np.ndarray:
-    """``argmax_{|z| <= B} <z, scores> + sum_i pair_i z_i z_{i+1}``: the max reduction of the
-    chain program (:class:`ChainKSubset` with ``at_most``). Without pair scores its closed
-    form, the top-B entries that are positive, in numpy: the active set calls it once per
-    iteration on one document, where a torch call costs ten times more."""
+class Supports:
+    """The supports of a batch during Algorithm 1: each document's masks as vectors
+    ``a_z`` in slots ``[B, S, D]`` (``used`` marks the live ones, ``age`` their order of
+    arrival), their weights ``[B, S]``, and the bordered KKT matrix of eq. 13,
+    ``K = [[0, 1'], [1, G]]`` ``[B, S+1, S+1]`` (a free slot holds an identity row, so its
+    solution is 0) with its inverse. A mask that comes or goes replaces one row and
+    column of K, a rank-2 change, so the inverse follows by the Woodbury identity in
+    O(S^2) instead of a new O(S^3) solve. One step of iterative refinement keeps the
+    solutions exact to rounding; a row whose correction exceeds ``DRIFT`` (relative)
+    is inverted afresh, and so is every row every ``REFRESH`` changes. Slots grow in
+    blocks; a dropped mask frees its slot for the next one."""
+
+    BLOCK = 8
+    REFRESH = 32
+    DRIFT = 1e-8
+
+    def __init__(self, first: Tensor, target: Tensor):
+        batch, size = first.shape
+        self.target = target
+        self.vectors = first.new_zeros(batch, 0, size)
+        self.kkt = first.new_zeros(batch, 1, 1)
+        self.inverse = first.new_zeros(batch, 1, 1)
+        self.xi = first.new_zeros(batch, 0)
+        self.projections = first.new_zeros(batch, 0)  # <a_z, target>
+        self.used = torch.zeros(batch, 0, dtype=torch.bool, device=first.device)
+        self.age = torch.zeros(batch, 0, dtype=torch.long, device=first.device)
+        self.added = self.changes = 0
+        self.grow()
+        column = first.new_zeros(batch, self.BLOCK + 1)
+        column[:, 0], column[:, 1] = 1.0, (first * first).sum(-1)
+        self.vectors[:, 0], self.used[:, 0], self.xi[:, 0] = first, True, 1.0
+        self.projections[:, 0] = (first * target).sum(-1)
+        self.kkt[:, 1, :] = self.kkt[:, :, 1] = column
+        self.inverse = torch.linalg.inv(self.kkt)
+
+    def solve(self) -> tuple[Tensor, Tensor]:
+        """``(tau [B], xi [B, S])`` of eq. 13 on every document's current support."""
+        rhs = torch.cat([self.xi.new_ones(len(self.xi), 1), self.projections * self.used], -1)
+        solution = (self.inverse * rhs.unsqueeze(1)).sum(-1)  # (elementwise: batched gemv is slower)
+        correction = (self.inverse * (rhs - (self.kkt * solution.unsqueeze(1)).sum(-1)).unsqueeze(1)).sum(-1)
+        solution = solution + correction  # one step of iterative refinement
+        drifted = correction.abs().amax(-1) > self.DRIFT * solution.abs().amax(-1).clamp_min(1.0)
+        if drifted.any():  # the updates lost accuracy: invert these rows afresh
+            self.inverse[drifted] = torch.linalg.inv(self.kkt[drifted])
+            solution[drifted] = (self.inverse[drifted] * rhs[drifted].unsqueeze(1)).sum(-1)
+        return solution[:, 0], solution[:, 1:]
+
+    def replace(self, rows: Tensor, slot: Tensor, column: Tensor) -> None:
+        """Where ``rows [B]`` holds, the row and column of ``slot [B]`` in K become ``column
+        [B, S+1]``; the inverse M follows by the Woodbury identity: ``K' = K + U C U'`` with
+        ``U = [e_j, d]``, ``d`` the change of the column and ``C = [[-d_j, 1], [1, 0]]``, so
+        ``K'^-1 = M - M U W U' M`` for ``W = (C^-1 + U' M U)^-1``, a 2 x 2 inverse (M stays
+        exactly as it was where nothing changes)."""
+        picks = torch.arange(len(slot), device=slot.device)
+        index = 1 + slot
+        old = self.kkt[picks, :, index]
+        change = torch.where(rows[:, None], column, old) - old
+        self.kkt[picks, index, :] = self.kkt[picks, :, index] = old + change
+        self.changes += 1
+        if self.changes % self.REFRESH == 0:
+            self.inverse = torch.linalg.inv(self.kkt)
+            return
+        unit_image = self.inverse[picks, :, index]  # M e_j
+        change_image = (self.inverse * change.unsqueeze(1)).sum(-1)  # M d
+        a = unit_image[picks, index]
+        b = change_image[picks, index] + 1.0
+        e = (change * change_image).sum(-1) + change[picks, index]
+        det = a * e - b * b
+        images = torch.stack([unit_image, change_image], -1)  # M U [B, S+1, 2]
+        w = torch.stack([torch.stack([e, -b], -1), torch.stack([-b, a], -1)], -2) / det[:, None, None]
+        self.inverse.baddbmm_(images @ w, images.transpose(1, 2), alpha=-1.0)
+
+    def add(self, rows: Tensor, vectors: Tensor, overlaps: Tensor) -> None:
+        """Where ``rows [B]`` holds, put that row's new mask (its vector, and ``overlaps
+        [B, S]`` with every slot's vector) in its first free slot, with weight 0."""
+        if not (~self.used[rows]).any(-1).all():
+            self.grow()
+            overlaps = F.pad(overlaps, (0, self.BLOCK))
+        picks = torch.arange(len(rows), device=rows.device)
+        slot = (~self.used).to(torch.int8).argmax(-1)
+        self.used[picks, slot] |= rows
+        column = torch.cat([overlaps.new_ones(len(rows), 1), overlaps * self.used], -1)
+        column[picks, 1 + slot] = (vectors * vectors).sum(-1)
+        self.replace(rows, slot, column)
+        keep = ~rows[:, None]
+        self.vectors[picks, slot] = torch.where(keep, self.vectors[picks, slot], vectors)
+        self.projections[picks, slot] = torch.where(rows, (vectors * self.target).sum(-1),
+                                                    self.projections[picks, slot])
+        self.added += 1
+        self.age[picks, slot] = torch.where(rows, self.added, self.age[picks, slot])
+
+    def drop(self, rows: Tensor, slot: Tensor) -> None:
+        """Where ``rows [B]`` holds, free ``slot [B]``."""
+        picks = torch.arange(len(rows), device=rows.device)
+        self.used[picks, slot] &= ~rows
+        self.xi[picks, slot] *= ~rows
+        column = self.kkt.new_zeros(len(rows), self.kkt.shape[-1])
+        column[picks, 1 + slot] = 1.0
+        self.replace(rows, slot, column)
+
+    def take(self, rows: Tensor) -> None:
+        """Keep only ``rows`` (a [B] bool mask): the finished documents leave the batch."""
+        for name in ("target", "vectors", "kkt", "inverse", "xi", "projections", "used", "age"):
+            setattr(self, name, getattr(self, name)[rows])
+
+    def support(self, rows: Tensor, length: int) -> tuple[Tensor, Tensor, Tensor]:
+        """``(masks [R, S, T], weights [R, S], sizes [R])`` of ``rows``: each support's masks
+        first, in order of arrival, and their weights summing to 1."""
+        used = self.used[rows]
+        sizes = used.sum(-1)
+        order = torch.where(used, self.age[rows], self.added + 1).argsort(-1)[:, : int(sizes.max())]
+        masks = self.vectors[rows, :, :length].gather(1, order.unsqueeze(-1).expand(-1, -1, length))
+        weights = self.xi[rows].gather(1, order)
+        return masks, weights / weights.sum(-1, keepdim=True), sizes
+
+    def grow(self) -> None:
+        pad = self.BLOCK
+        eye = torch.eye(pad, dtype=self.kkt.dtype, device=self.kkt.device)
+        self.kkt, self.inverse = F.pad(self.kkt, (0, pad, 0, pad)), F.pad(self.inverse, (0, pad, 0, pad))
+        self.kkt[:, -pad:, -pad:] = self.inverse[:, -pad:, -pad:] = eye
+        self.vectors = F.pad(self.vectors, (0, 0, 0, pad))
+        self.xi = F.pad(self.xi, (0, pad))
+        self.projections = F.pad(self.projections, (0, pad))
+        self.used = F.pad(self.used, (0, pad))
+        self.age = F.pad(self.age, (0, pad))
+
+
+def budget_oracle(residual: Tensor, mask: Tensor, budgets: Tensor, pair: Tensor | None = None) -> Tensor:
+    """``argmax_{|z| <= B} <z, residual> + sum_i pair_i z_i z_{i+1}`` per row ``[B, T]``: the max
+    reduction of the chain program (:class:`ChainKSubset` with ``at_most``). Without pair
+    scores its closed form (appendix C): the top-B entries that are positive."""
     if pair is None:
-        z = np.zeros_like(scores)
-        top = np.argsort(-scores, kind="stable")[:budget]
-        z[top[scores[top] > 0]] = 1.0
-        return z
-    t = torch.from_numpy(scores).unsqueeze(0)
-    w = torch.from_numpy(pair).unsqueeze(0)
-    return ChainKSubset(t, torch.ones_like(t), budget, w, at_most=True, method="sequential").argmax[0].numpy()
+        return top_k_mask(residual, mask, budgets) * (residual > 0)
+    return ChainKSubset(residual, mask, budgets, pair, at_most=True, method="sequential").argmax
 
 
-def bordered(gram: np.ndarray) -> np.ndarray:
-    """The KKT matrix ``[[G, 1], [1', 0]]`` of eq. 13 around a Gram matrix ``G [s, s]``."""
-    s = len(gram)
-    kkt = np.ones((s + 1, s + 1))
-    kkt[:s, :s] = gram
-    kkt[s, s] = 0.0
-    return kkt
+def solve_sparsemap(scores: Tensor, mask: Tensor, budgets: Tensor, pair: Tensor | None = None,
+                    max_iter: int = 500, tol: float = 1e-10) -> tuple[Tensor, Tensor, Tensor]:
+    """``(masks [B, S, T], weights [B, S], sizes [B])``: a SparseMAP solution per document of
+    ``scores [B, T]`` (float64), with at most ``budgets [B]`` ones per mask and the coherence
+    scores ``pair [B, T-1]`` if given. Algorithm 1 runs for the whole batch in lockstep:
+    every iteration solves the unfinished documents' KKT systems at once, then each
+    either drops a mask (its solution infeasible) or asks the oracle for the most
+    violated one (eq. 16), and leaves the batch when there is none. Each document's
+    support is the first ``sizes`` slots, in order of arrival."""
+    length = scores.shape[1]
+    target = scores if pair is None else torch.cat([scores, pair], -1)
 
+    def vectors(z: Tensor) -> Tensor:  # a_z = (z, pair indicators)
+        return z if pair is None else torch.cat([z, z[:, :-1] * z[:, 1:]], -1)
 
-def solve_sparsemap(t: np.ndarray, budget: int, pair: np.ndarray | None = None, max_iter: int = 500,
-                    tol: float = 1e-10):
-    """Masks ``[n, s]`` (columns) and weights ``[s]`` of a SparseMAP solution; ``pair [n-1]``
-    are the coherence scores, if any. The support's Gram matrix grows and shrinks with it
-    (one new row per added mask), so an iteration costs one small solve."""
-    n = len(t)
-    if pair is not None:  # a_z = (z, pair indicators) against (t, w)
-        t = np.concatenate([t, pair])
+    def pairs(x: Tensor) -> Tensor | None:
+        return None if pair is None else x[:, length:]
 
-    def oracle(residual: np.ndarray) -> np.ndarray:
-        if pair is None:
-            return budget_oracle(residual, budget)
-        z = budget_oracle(residual[:n], budget, residual[n:])
-        return np.concatenate([z, z[:-1] * z[1:]])
-
-    first = oracle(t)
-    active = first[:, None]  # the support's masks as columns
-    seen = {first.tobytes()}
-    gram = np.array([[first @ first]])
-    xi = np.ones(1)
+    supports = Supports(vectors(budget_oracle(target[:, :length], mask, budgets, pairs(target))), target)
+    rows = torch.arange(len(scores), device=scores.device)  # the unfinished documents
+    finished = []
     for _ in range(max_iter):
-        solution = np.linalg.solve(bordered(gram), np.concatenate([active.T @ t, [1.0]]))
-        target, tau = solution[:-1], solution[-1]
-        falling = target < xi - tol
-        if (target < -tol).any():  # infeasible: step towards it until a weight hits zero, drop that mask
-            ratios = np.where(falling, xi / np.where(falling, xi - target, 1.0), np.inf)
-            drop = int(np.argmin(ratios))
-            xi = np.clip(np.delete(xi + ratios[drop] * (target - xi), drop), 0.0, None)
-            seen.discard(active[:, drop].tobytes())
-            active = np.delete(active, drop, 1)
-            gram = np.delete(np.delete(gram, drop, 0), drop, 1)
+        tau, goal = supports.solve()
+        used, xi = supports.used, supports.xi
+        infeasible = ((goal < -tol) & used).any(-1)
+        if infeasible.any():  # step towards the solution until a weight reaches zero, drop that mask
+            falling = used & (goal < xi - tol)
+            ratios = torch.where(falling, xi / torch.where(falling, xi - goal, 1.0), torch.inf)
+            step = ratios.amin(-1)
+            drop = torch.where(ratios == step[:, None], supports.age, supports.added + 1).argmin(-1)  # the oldest
+            moved = ((xi + step[:, None] * (goal - xi)) * used).clamp_min(0.0)
+            supports.xi = torch.where(infeasible[:, None], moved, xi)
+            supports.drop(infeasible, drop)
+        if infeasible.all():
             continue
-        xi = np.clip(target, 0.0, None)
-        residual = t - active @ xi
-        z = oracle(residual)
-        if tau - z @ residual >= -tol or z.tobytes() in seen:
-            break
-        seen.add(z.tobytes())
-        grown = np.empty((len(xi) + 1, len(xi) + 1))
-        grown[:-1, :-1] = gram
-        grown[:-1, -1] = grown[-1, :-1] = active.T @ z
-        grown[-1, -1] = z @ z
-        gram = grown
-        active = np.concatenate([active, z[:, None]], 1)
-        xi = np.append(xi, 0.0)
-    return active[:n], xi / xi.sum()
+        # the oracle's mask against the residual; optimal when it violates nothing
+        xi = supports.xi = torch.where(infeasible[:, None], supports.xi, (goal * used).clamp_min(0.0))
+        residual = supports.target - (xi.unsqueeze(1) @ supports.vectors).squeeze(1)
+        residual = residual.masked_fill(residual.abs() < tol, 0.0)  # rounding must not break the oracle's ties
+        z = vectors(budget_oracle(residual[:, :length], mask[rows], budgets[rows], pairs(residual)))
+        overlaps = (supports.vectors * z.unsqueeze(1)).sum(-1)
+        size = (z * z).sum(-1, keepdim=True)
+        own = supports.kkt[:, 1:, 1:].diagonal(dim1=1, dim2=2)
+        repeated = (used & (overlaps == size) & (own == size)).any(-1)
+        optimal = ~infeasible & ((tau - (z * residual).sum(-1) >= -tol) | repeated)
+        supports.add(~infeasible & ~optimal, z, overlaps)
+        if optimal.any():
+            finished.append((rows[optimal], *supports.support(optimal, length)))
+            supports.take(~optimal)
+            rows = rows[~optimal]
+            if not len(rows):
+                break
+    if len(rows):  # out of iterations
+        finished.append((rows, *supports.support(torch.ones_like(rows, dtype=torch.bool), length)))
+    slots = max(len(weights[0]) for _, _, weights, _ in finished)
+    masks = scores.new_zeros(len(scores), slots, length)
+    weights = scores.new_zeros(len(scores), slots)
+    sizes = torch.zeros(len(scores), dtype=torch.long, device=scores.device)
+    for done, their_masks, their_weights, their_sizes in finished:
+        masks[done, : their_masks.shape[1]] = their_masks
+        weights[done, : their_weights.shape[1]] = their_weights
+        sizes[done] = their_sizes
+    return masks, weights, sizes
 
 
 class SparseMAPWeights(torch.autograd.Function):
@@ -112,22 +243,12 @@ class SparseMAPWeights(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, scores: Tensor, pair: Tensor | None, mask: Tensor, budgets: Tensor):
-        supports = []
-        pairs = [None] * len(scores) if pair is None else pair.detach().double().cpu()
-        for t, w, keep, budget in zip(scores.detach().double().cpu(), pairs, mask.cpu() > 0, budgets.tolist()):
-            n = int(keep.sum())
-            active, xi = solve_sparsemap(t[keep].numpy(), int(budget), None if w is None else w[: n - 1].numpy())
-            supports.append((keep, active, xi))
-        size = max(len(xi) for _, _, xi in supports)
-        masks = scores.new_zeros(scores.shape[0], size, scores.shape[1])
-        weights = scores.new_zeros(scores.shape[0], size)
-        for row, (keep, active, xi) in enumerate(supports):
-            masks[row, : len(xi)][:, keep.to(masks.device)] = torch.as_tensor(active.T, dtype=scores.dtype,
-                                                                              device=scores.device)
-            weights[row, : len(xi)] = torch.as_tensor(xi, dtype=scores.dtype, device=scores.device)
+        double = None if pair is None else pair.detach().double()
+        masks, weights, sizes = solve_sparsemap(scores.detach().double(), mask, budgets, double)
+        masks, weights = masks.to(scores.dtype), weights.to(scores.dtype)
         ctx.mark_non_differentiable(masks)
         ctx.save_for_backward(masks)
-        ctx.sizes, ctx.pairwise = [len(xi) for _, _, xi in supports], pair is not None
+        ctx.sizes, ctx.pairwise = sizes.tolist(), pair is not None
         return weights, masks
 
     @staticmethod
