@@ -9,10 +9,10 @@ measured side by side in one run (same batch, same encoder, same sizes).
     python benchmarks/step_cost.py --run RUN_DIR --data reviews.aspect0.heldout.txt.gz --aspect 0 \
         --batch 64 --max-support 4
 
-With ``--run`` it times a trained run's own model on the first ``--batch`` reviews of
-``--data`` (a step where training took it: a mask-set selector's supports are then far
-smaller than at initialization), with ``--max-support`` caps as more variants, against
-a full-text model of the same sizes on the same batch.
+With ``--run`` it times a trained run's own model on one batch of ``--data`` formed as
+training forms them (similar lengths), a step where training took it (a mask-set
+selector's supports are then far smaller than at initialization), uncapped and with
+each ``--max-support`` cap, against a full-text model of the same sizes on that batch.
 
 A step is the trainer's own ``training_step``: forward, loss, backward, clipping
 and the Adam update. Prints the median milliseconds and the ratio to ``full``,
@@ -24,6 +24,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import random
 import sys
 from pathlib import Path
 
@@ -34,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import append_result, git_commit, timed, timing_parser, timing_setup  # noqa: E402
 from report import write_report  # noqa: E402
 from models.model import RationaleModel  # noqa: E402
-from rationale_cli.batching import Batch, make_batch  # noqa: E402
+from rationale_cli.batching import Batch, length_batches, make_batch  # noqa: E402
 from rationale_cli.readers import read_records  # noqa: E402
 from rationale_cli.rundir import build_model, load_run  # noqa: E402
 from rationale_cli.task import Regression  # noqa: E402
@@ -85,15 +86,15 @@ def time_run(args, device, device_name: str) -> None:
     """``--run``: the trained model and its capped variants against a full-text model of the
     same sizes, on real reviews."""
     run = load_run(args.run, device)
-    records = read_records(args.data, aspect=args.aspect)[: args.batch]
+    records = next(length_batches(read_records(args.data, aspect=args.aspect), args.batch, rng=random.Random(0)))
     batch = make_batch(records, run.vocab, run.task, device)
     torch.manual_seed(0)
-    models = {"full": build_model(run.config, len(run.vocab), run.task, selector="full"),
-              run.config.extractor: run.model}
-    for cap in args.max_support:
-        capped = copy.deepcopy(run.model)
-        capped.selector.options = dataclasses.replace(capped.selector.options, max_support=cap)
-        models[f"{run.config.extractor}-support-{cap}"] = capped
+    models = {"full": build_model(run.config, len(run.vocab), run.task, selector="full")}
+    for cap in [None, *args.max_support]:
+        model = copy.deepcopy(run.model)
+        if hasattr(model.selector.options, "max_support"):  # the run's own cap is one of the variants
+            model.selector.options = dataclasses.replace(model.selector.options, max_support=cap)
+        models[run.config.extractor + ("" if cap is None else f"-support-{cap}")] = model
     print(f"{args.run}: B={len(records)} T<={batch.ids.shape[1]} encoder={run.config.encoder} "
           f"threads={args.threads} device={device}")
     timings = {}

@@ -89,7 +89,18 @@ class RationaleModel(nn.Module):
         selectable = mask if visible is None else mask - visible
         selection = self.selector(self.states(emb, mask), selectable)
         masks = selection.masks if visible is None else selection.masks + visible.unsqueeze(1)
-        return selection, self.predict_masked(emb, mask, masks, skip_zeros=selection.skippable_zeros)
+        weighted = selection.weights > 0
+        if bool(weighted.all()):
+            return selection, self.predict_masked(emb, mask, masks, skip_zeros=selection.skippable_zeros)
+        # mask sets: supports of different sizes are padded with weight-0 masks, whose loss
+        # counts for nothing (sparsemax's and SparseMAP's derivatives ignore it); only the
+        # weighted masks are read
+        rows, slots = weighted.nonzero(as_tuple=True)
+        read = self.predict_masked(emb[rows], mask[rows], masks[rows, slots].unsqueeze(1),
+                                   skip_zeros=selection.skippable_zeros)[:, 0]
+        outputs = read.new_zeros(*weighted.shape, read.shape[-1])
+        outputs[rows, slots] = read
+        return selection, outputs
 
     @torch.no_grad()
     def decode(self, ids: Tensor, mask: Tensor, visible: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:

@@ -258,3 +258,39 @@ def test_long_runs_of_support_changes_stay_exact():
         low, high = torch.where(over, middle, low), torch.where(over, high, middle)
     expected = (scores - high).clamp(0, 1)
     assert torch.allclose((weights.unsqueeze(-1) * masks).sum(1), expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("extractor", ["sparsemap", "topk-sparsemax"])
+def test_only_weighted_masks_are_read_with_the_same_loss_and_gradients(extractor):
+    """Supports of different sizes are padded with weight-0 masks; the predictor reads only
+    the weighted ones, and the loss and every gradient equal reading them all."""
+    from models.model import RationaleModel
+    from rationale_cli.task import Regression
+
+    torch.manual_seed(6)
+    model = RationaleModel(40, 6, 5, 1, encoder="cnn", extractor=extractor, dropout=0.0,
+                           extractor_options={"budget": 0.4}).double()
+    ids = torch.randint(1, 40, (4, 9))
+    ids[1, 5:] = 0
+    mask = (ids != 0).double()
+    targets = torch.rand(4, 1, dtype=torch.float64)
+
+    def loss_and_grads(outputs_of):
+        model.zero_grad()
+        selection, outputs = outputs_of()
+        loss = (selection.weights * Regression().loss(outputs, targets.expand(-1, outputs.shape[1]))).sum()
+        loss.backward()
+        return selection, loss.detach(), [None if p.grad is None else p.grad.clone() for p in model.parameters()]
+
+    def read_all():
+        emb = model.embed(ids)
+        selection = model.selector(model.states(emb, mask), mask)
+        return selection, model.predict_masked(emb, mask, selection.masks)
+
+    selection, packed, packed_grads = loss_and_grads(lambda: model(ids, mask))
+    assert (selection.weights == 0).any()  # the padding this is about
+    _, full, full_grads = loss_and_grads(read_all)
+    assert torch.allclose(packed, full)
+    assert sum(g is not None for g in packed_grads) > 2
+    for a, b in zip(packed_grads, full_grads):
+        assert (a is None and b is None) or torch.allclose(a, b, atol=1e-10)

@@ -142,8 +142,10 @@ class Supports:
 
     def support(self, rows: Tensor, length: int) -> tuple[Tensor, Tensor, Tensor]:
         """``(masks [R, S, T], weights [R, S], sizes [R])`` of ``rows``: each support's masks
-        first, in order of arrival, and their weights summing to 1."""
-        used = self.used[rows]
+        first, in order of arrival, and their weights summing to 1. A mask whose weight
+        ended at exactly 0 leaves (the solution is at a kink there; without it the backward
+        pass takes the derivative from the side where it is out)."""
+        used = self.used[rows] & (self.xi[rows] > 0)
         sizes = used.sum(-1)
         order = torch.where(used, self.age[rows], self.added + 1).argsort(-1)[:, : int(sizes.max())]
         masks = self.vectors[rows, :, :length].gather(1, order.unsqueeze(-1).expand(-1, -1, length))
