@@ -31,7 +31,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from models.budget import top_k_mask
 from models.distributions.chain_ksubset import ChainKSubset
 
 
@@ -168,8 +167,10 @@ def budget_oracle(residual: Tensor, mask: Tensor, budgets: Tensor, pair: Tensor 
     """``argmax_{|z| <= B} <z, residual> + sum_i pair_i z_i z_{i+1}`` per row ``[B, T]``: the max
     reduction of the chain program (:class:`ChainKSubset` with ``at_most``). Without pair
     scores its closed form (appendix C): the top-B entries that are positive."""
-    if pair is None:
-        return top_k_mask(residual, mask, budgets) * (residual > 0)
+    if pair is None:  # (top-k, not a full sort: the active set calls this every iteration)
+        best = residual.masked_fill(mask <= 0, -torch.inf).topk(min(int(budgets.max()), residual.shape[1]), -1)
+        keep = (best.values > 0) & (torch.arange(best.values.shape[1], device=residual.device) < budgets[:, None])
+        return torch.zeros_like(residual).scatter_(1, best.indices, keep.to(residual.dtype))
     return ChainKSubset(residual, mask, budgets, pair, at_most=True, method="sequential").argmax
 
 
