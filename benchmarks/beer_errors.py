@@ -27,6 +27,27 @@ def tokens_of(record) -> set[int]:
     return {i for start, end in record.rationale for i in range(start, end)}
 
 
+def false_positives(by_aspect: list[list], aspect: int, selections: list[list[int]]) -> dict:
+    """Counts for one run: ``selected``, ``true`` (in the aspect's gold), per other aspect the
+    false positives its gold holds (a token may be gold for several), and ``outside``
+    (false positives in no aspect's gold). ``by_aspect[a]`` are the test records read for
+    aspect a (the same reviews in the same order), ``selections`` 0/1 per token."""
+    others = [a for a in range(len(ASPECTS)) if a != aspect]
+    counts = {"selected": 0, "true": 0, **{ASPECTS[a]: 0 for a in others}, "outside": 0}
+    for row, selected in enumerate(selections):
+        gold = [tokens_of(by_aspect[a][row]) for a in range(len(ASPECTS))]
+        for i in (i for i, z in enumerate(selected) if z):
+            counts["selected"] += 1
+            if i in gold[aspect]:
+                counts["true"] += 1
+                continue
+            holders = [a for a in others if i in gold[a]]
+            counts["outside"] += not holders
+            for a in holders:
+                counts[ASPECTS[a]] += 1
+    return counts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+")
@@ -34,30 +55,16 @@ def main() -> None:
     parser.add_argument("--annotations", default="../shared/data/beer/annotations.json")
     args = parser.parse_args()
     by_aspect = [list(iter_beer_annotations(args.annotations, a)) for a in range(len(ASPECTS))]
-    records = by_aspect[args.aspect]
-    others = [a for a in range(len(ASPECTS)) if a != args.aspect]
     for run in args.runs:
-        counts = {ASPECTS[a]: 0 for a in others}
-        selected = true = outside = 0
-        for row, rationale in enumerate(load(run, device="cpu").predict(records)):
-            gold = [tokens_of(by_aspect[a][row]) for a in range(len(ASPECTS))]
-            for i, z in enumerate(rationale.selected):
-                if not z:
-                    continue
-                selected += 1
-                if i in gold[args.aspect]:
-                    true += 1
-                    continue
-                holders = [a for a in others if i in gold[a]]
-                outside += not holders
-                for a in holders:
-                    counts[ASPECTS[a]] += 1
+        predictions = load(run, device="cpu").predict(by_aspect[args.aspect])
+        counts = false_positives(by_aspect, args.aspect, [r.selected for r in predictions])
+        selected, true = counts.pop("selected"), counts.pop("true")
         false = selected - true
         print(f"{run}: {selected:,} selected, precision {100 * true / max(selected, 1):.1f}%, "
               f"{false:,} false positives, of which (a token may be gold for several aspects):")
         for name, n in counts.items():
-            print(f"  in {name:10s} gold  {n:6,}  {100 * n / max(false, 1):5.1f}%")
-        print(f"  in no aspect's gold  {outside:6,}  {100 * outside / max(false, 1):5.1f}%")
+            where = "in no aspect's gold" if name == "outside" else f"in {name} gold"
+            print(f"  {where:20s} {n:6,}  {100 * n / max(false, 1):5.1f}%")
 
 
 if __name__ == "__main__":

@@ -70,3 +70,12 @@ def test_subset_split_is_the_start_of_the_training_split_with_the_same_validatio
     assert size == 9 and [r["tokens"] for r in rows] == [r.tokens for r in train[:9]]
     assert [r["score"] for r in rows] == [r.label for r in train[:9]]
     assert [json.loads(line)["tokens"] for line in valid_file.read_text().splitlines()] == [r.tokens for r in valid]
+
+
+def test_false_positives_are_counted_by_the_other_aspects_gold(tmp_path):
+    spans = {"0": [[0, 2]], "1": [[2, 4]], "3": [[3, 5]], "4": [[0, 1]]}  # token 3 is aroma and taste gold
+    (tmp_path / "a.json").write_text(json.dumps({"x": list("abcdefg"), "y": [0.5] * 5, **spans}) + "\n")
+    errors = load_script("beer_errors")
+    by_aspect = [read_records(tmp_path / "a.json", "beer-annotations", aspect=a) for a in range(5)]
+    counts = errors.false_positives(by_aspect, 0, [[1, 0, 1, 1, 0, 1, 0]])
+    assert counts == {"selected": 4, "true": 1, "aroma": 2, "palate": 0, "taste": 1, "overall": 0, "outside": 1}
