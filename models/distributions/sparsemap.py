@@ -109,6 +109,8 @@ class Supports:
     def add(self, rows: Tensor, vectors: Tensor, overlaps: Tensor) -> None:
         """Where ``rows [B]`` holds, put that row's new mask (its vector, and ``overlaps
         [B, S]`` with every slot's vector) in its first free slot, with weight 0."""
+        if not rows.any():
+            return
         if not (~self.used[rows]).any(-1).all():
             self.grow()
             overlaps = F.pad(overlaps, (0, self.BLOCK))
