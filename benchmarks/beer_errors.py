@@ -23,10 +23,6 @@ from rationale_cli.readers.beer import iter_beer_annotations  # noqa: E402
 ASPECTS = ["appearance", "aroma", "palate", "taste", "overall"]
 
 
-def tokens_of(record) -> set[int]:
-    return {i for start, end in record.rationale for i in range(start, end)}
-
-
 def false_positives(by_aspect: list[list], aspect: int, selections: list[list[int]]) -> dict:
     """Counts for one run: ``selected``, ``true`` (in the aspect's gold), per other aspect the
     false positives its gold holds (a token may be gold for several), and ``outside``
@@ -35,13 +31,13 @@ def false_positives(by_aspect: list[list], aspect: int, selections: list[list[in
     others = [a for a in range(len(ASPECTS)) if a != aspect]
     counts = {"selected": 0, "true": 0, **{ASPECTS[a]: 0 for a in others}, "outside": 0}
     for row, selected in enumerate(selections):
-        gold = [tokens_of(by_aspect[a][row]) for a in range(len(ASPECTS))]
+        gold = [by_aspect[a][row].gold_mask() for a in range(len(ASPECTS))]
         for i in (i for i, z in enumerate(selected) if z):
             counts["selected"] += 1
-            if i in gold[aspect]:
+            if gold[aspect][i]:
                 counts["true"] += 1
                 continue
-            holders = [a for a in others if i in gold[a]]
+            holders = [a for a in others if gold[a][i]]
             counts["outside"] += not holders
             for a in holders:
                 counts[ASPECTS[a]] += 1

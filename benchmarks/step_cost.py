@@ -106,12 +106,12 @@ def time_run(args, device, device_name: str) -> None:
             name = f"{name} (support {float(support):.1f})"
         optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=1e-6)
         timings[name] = timed(lambda: training_step(model, run.task, batch, optimizer, 5.0), args.repeats, device)
-    report(timings, args, device_name, {"encoder": run.config.encoder, "batch": len(records),
-                                        "length": batch.ids.shape[1], "embedding": run.config.embedding_dim,
-                                        "hidden": run.config.hidden_size, "run": Path(args.run).name})
+    sizes = {"encoder": run.config.encoder, "batch": len(records), "length": batch.ids.shape[1],
+             "embedding": run.config.embedding_dim, "hidden": run.config.hidden_size, "run": Path(args.run).name}
+    record_timings(timings, args, device_name, sizes)
 
 
-def report(timings: dict[str, float], args, device_name: str, sizes: dict) -> None:
+def record_timings(timings: dict[str, float], args, device_name: str, sizes: dict) -> None:
     """Print each variant's milliseconds and ratio to ``full``; append the rows; regenerate RESULTS.md."""
     base = timings.get("full")
     command = " ".join(["python", "benchmarks/step_cost.py", *sys.argv[1:]])
@@ -164,8 +164,9 @@ def main() -> None:
             name = f"{name} ({100 * share:.0f}% selected)"
         optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=4e-4)
         timings[name] = timed(lambda: training_step(model, task, batch, optimizer, 5.0), args.repeats, device)
-    report(timings, args, device_name, {"encoder": args.encoder, "batch": args.batch, "length": args.length,
-                                        "embedding": args.embedding, "hidden": args.hidden})
+    sizes = {"encoder": args.encoder, "batch": args.batch, "length": args.length, "embedding": args.embedding,
+             "hidden": args.hidden}
+    record_timings(timings, args, device_name, sizes)
 
 
 if __name__ == "__main__":

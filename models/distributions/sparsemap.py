@@ -196,6 +196,7 @@ def solve_sparsemap(scores: Tensor, mask: Tensor, budgets: Tensor, pair: Tensor 
 
     supports = Supports(vectors(budget_oracle(target[:, :length], mask, budgets, pairs(target))), target)
     rows = torch.arange(len(scores), device=scores.device)  # the unfinished documents
+    live_mask, live_budgets = mask, budgets  # theirs, kept in step with the supports
     finished = []
     for _ in range(max_iter):
         tau, goal = supports.solve()
@@ -215,7 +216,7 @@ def solve_sparsemap(scores: Tensor, mask: Tensor, budgets: Tensor, pair: Tensor 
         xi = supports.xi = torch.where(infeasible[:, None], supports.xi, (goal * used).clamp_min(0.0))
         residual = supports.target - (xi.unsqueeze(1) @ supports.vectors).squeeze(1)
         residual = residual.masked_fill(residual.abs() < tol, 0.0)  # rounding must not break the oracle's ties
-        z = vectors(budget_oracle(residual[:, :length], mask[rows], budgets[rows], pairs(residual)))
+        z = vectors(budget_oracle(residual[:, :length], live_mask, live_budgets, pairs(residual)))
         overlaps = (supports.vectors * z.unsqueeze(1)).sum(-1)
         size = (z * z).sum(-1, keepdim=True)
         own = supports.kkt[:, 1:, 1:].diagonal(dim1=1, dim2=2)
@@ -225,7 +226,7 @@ def solve_sparsemap(scores: Tensor, mask: Tensor, budgets: Tensor, pair: Tensor 
         if optimal.any():
             finished.append((rows[optimal], *supports.support(optimal, length)))
             supports.take(~optimal)
-            rows = rows[~optimal]
+            rows, live_mask, live_budgets = rows[~optimal], live_mask[~optimal], live_budgets[~optimal]
             if not len(rows):
                 break
     if len(rows):  # out of iterations
