@@ -72,14 +72,21 @@ class RationaleModel(nn.Module):
         ``skip_zeros``: the masks' zeros need no gradient, so a recurrent predictor may run only
         the selected steps in training too (:attr:`Selection.skippable_zeros`)."""
         batch, samples, length = masks.shape
-        gate = (masks * mask.unsqueeze(1)).reshape(batch * samples, length)
-        x = emb.unsqueeze(1).expand(batch, samples, length, emb.shape[-1]).reshape(batch * samples, length, -1)
-        read = gate
-        if not self.predictor_encoder.skips_unselected:
-            read = mask.unsqueeze(1).expand(batch, samples, length).reshape(batch * samples, length)
-        tokens = TokenRows(ids, self.embed.weight, gate) if ids is not None and samples == 1 else None
-        _, summary = self.predictor_encoder(x * gate.unsqueeze(-1), read, tokens, skip=skip_zeros)
-        return self.output(summary).view(batch, samples, -1)
+        rows = None if samples == 1 else torch.arange(batch, device=masks.device).repeat_interleave(samples)
+        outputs = self.predict_gated(emb, mask, masks.reshape(batch * samples, length), rows, ids, skip_zeros)
+        return outputs.view(batch, samples, -1)
+
+    def predict_gated(self, emb: Tensor, mask: Tensor, masks: Tensor, rows: Tensor | None = None,
+                      ids: Tensor | None = None, skip_zeros: bool = False) -> Tensor:
+        """Outputs ``[R, outputs]`` for masks ``[R, T]``, mask r over document ``rows[r]`` of
+        ``emb [B, T, D]`` (``rows`` None: over document r). A document's masks share one draw
+        of the predictor's input dropout (:meth:`Encoder.gated`)."""
+        padding = mask if rows is None else mask[rows]
+        gate = masks * padding
+        read = gate if self.predictor_encoder.skips_unselected else padding
+        tokens = TokenRows(ids, self.embed.weight, gate) if ids is not None and rows is None else None
+        _, summary = self.predictor_encoder.gated(emb, gate, read, rows, tokens, skip=skip_zeros)
+        return self.output(summary)
 
     def forward(self, ids: Tensor, mask: Tensor, visible: Tensor | None = None) -> tuple[Selection, Tensor]:
         """Training pass: the selection and the predictor's outputs for each of its masks.
@@ -96,8 +103,7 @@ class RationaleModel(nn.Module):
         # counts for nothing (sparsemax's and SparseMAP's derivatives ignore it); only the
         # weighted masks are read
         rows, slots = weighted.nonzero(as_tuple=True)
-        read = self.predict_masked(emb[rows], mask[rows], masks[rows, slots].unsqueeze(1),
-                                   skip_zeros=selection.skippable_zeros)[:, 0]
+        read = self.predict_gated(emb, mask, masks[rows, slots], rows, skip_zeros=selection.skippable_zeros)
         outputs = read.new_zeros(*weighted.shape, read.shape[-1])
         outputs[rows, slots] = read
         return selection, outputs

@@ -75,14 +75,32 @@ class Encoder(nn.Module):
     ``tokens``, when given, says what ``x`` is made of (:class:`TokenRows`); an encoder may
     use it at inference (without gradients, in eval mode) and otherwise ignores it. ``skip``:
     the mask's zeros need no gradient, so an encoder that skips unselected steps may leave
-    them out in training too (the others read every position and ignore it)."""
+    them out in training too (the others read every position and ignore it). ``dropped``: ``x``
+    has had this encoder's input dropout already (:meth:`input_dropout`), e.g. drawn once per
+    document for all its masks, so the encoder does not draw it again."""
 
     output_size: int
     skips_unselected: bool = True
+    dropout: nn.Dropout  # on the input, and wherever else the encoder says
 
     def forward(self, x: Tensor, mask: Tensor, tokens: TokenRows | None = None,
-                skip: bool = False) -> tuple[Tensor, Tensor]:  # pragma: no cover - abstract
+                skip: bool = False, dropped: bool = False) -> tuple[Tensor, Tensor]:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def input_dropout(self, x: Tensor, dropped: bool = False) -> Tensor:
+        """The dropout the encoder applies to its input ``x``; nothing when ``dropped`` says it was."""
+        return x if dropped else self.dropout(x)
+
+    def gated(self, x: Tensor, gate: Tensor, mask: Tensor, rows: Tensor | None = None,
+              tokens: TokenRows | None = None, skip: bool = False) -> tuple[Tensor, Tensor]:
+        """The encoding of ``x [B, T, D]`` under gates ``[R, T]``, gate r over document ``rows[r]``
+        (``rows`` None: gate r over document r): ``forward(x[rows] * gate, mask)`` with the
+        padding or read ``mask [R, T]``. With ``rows``, a document's gates share one draw of
+        the input dropout (``dropout(x) z`` is ``x z`` dropped out), so their encodings differ
+        by the gates alone; an encoder may then skip forming the R gated copies."""
+        if rows is None:
+            return self(x * gate.unsqueeze(-1), mask, tokens, skip=skip)
+        return self(self.input_dropout(x)[rows] * gate.unsqueeze(-1), mask, skip=skip, dropped=True)
 
 
 def without_grad(module: nn.Module, x: Tensor) -> bool:
@@ -115,21 +133,21 @@ class RecurrentEncoder(Encoder):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor, mask: Tensor, tokens: TokenRows | None = None,
-                skip: bool = False) -> tuple[Tensor, Tensor]:
+                skip: bool = False, dropped: bool = False) -> tuple[Tensor, Tensor]:
         mask = mask.to(x.dtype)
         if x.shape[1] == 0:  # no steps: nothing to encode
             return x.new_zeros(*x.shape[:2], self.output_size), x.new_zeros(x.shape[0], self.output_size)
         if not (skip or without_grad(self, x)):
-            return self.scan(self.dropout(x), mask)
+            return self.scan(self.input_dropout(x, dropped), mask)
         tokens = None if self.training else tokens  # dropout changes x
         read = mask > 0
         steps = int(read.sum(1).max())
         if steps < SKIP_SHARE * x.shape[1]:
-            return self.skip_unread(x, mask, read, steps, tokens)
-        return self.scan(self.dropout(x), mask, tokens)
+            return self.skip_unread(x, mask, read, steps, tokens, dropped)
+        return self.scan(self.input_dropout(x, dropped), mask, tokens)
 
     def skip_unread(self, x: Tensor, mask: Tensor, read: Tensor, steps: int,
-                    tokens: TokenRows | None = None) -> tuple[Tensor, Tensor]:
+                    tokens: TokenRows | None = None, dropped: bool = False) -> tuple[Tensor, Tensor]:
         """The scan over the ``read`` steps of each row (at most ``steps``), states put back
         in place (zero elsewhere, as the full scan leaves them)."""
         B, T, _ = x.shape
@@ -137,7 +155,8 @@ class RecurrentEncoder(Encoder):
         if steps == 0:
             return states, x.new_zeros(B, self.output_size)
         order = torch.sort((~read).to(torch.uint8), dim=1, stable=True).indices[:, :steps]  # read steps first
-        short, summary = self.scan(self.dropout(x.gather(1, order.unsqueeze(-1).expand(-1, -1, x.shape[-1]))),
+        short, summary = self.scan(self.input_dropout(x.gather(1, order.unsqueeze(-1).expand(-1, -1, x.shape[-1])),
+                                                      dropped),
                                    mask.gather(1, order), None if tokens is None else tokens.gather(order))
         return states.scatter_(1, order.unsqueeze(-1).expand(-1, -1, self.output_size), short), summary
 

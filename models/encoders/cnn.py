@@ -18,7 +18,9 @@ kernel's taps and shifted sums (:func:`layer`), from the nonzero rows only when 
 are zero (a predictor reading ``z x`` with a short rationale: a zero row adds exactly
 zero to every window), and the first layer from each word's products, kept between
 batches, when the input's :class:`~models.encoders.base.TokenRows` are given: the same
-convolution with a fraction of the arithmetic.
+convolution with a fraction of the arithmetic. In training, a predictor reading several
+masks of each document (SparseMAP's support) computes the first layer's tap products once
+per document and gates them per mask (:meth:`CNNEncoder.gated`).
 """
 
 from __future__ import annotations
@@ -53,23 +55,50 @@ class CNNEncoder(Encoder):
         )
 
     def forward(self, x: Tensor, mask: Tensor, tokens: TokenRows | None = None,
-                skip: bool = False) -> tuple[Tensor, Tensor]:
+                skip: bool = False, dropped: bool = False) -> tuple[Tensor, Tensor]:
         mask = mask.to(x.dtype)
         if x.shape[1] == 0:  # no positions: nothing to encode
             return x.new_zeros(*x.shape[:2], self.output_size), x.new_zeros(x.shape[0], self.output_size)
         real = (mask > 0).unsqueeze(-1).to(x.dtype)
         if not self.convs:
-            states = self.dropout(x) * mask.unsqueeze(-1)
+            states = self.input_dropout(x, dropped) * mask.unsqueeze(-1)
             summary = states.masked_fill(real == 0, float("-inf")).max(dim=1).values
             return states, torch.where(real.amax(1) > 0, summary, 0.0)
         inference = without_grad(self, x)
         rows = tokens.scaled(mask) if tokens is not None and not self.training and inference else None
-        states = x if rows is not None else self.dropout(x) * mask.unsqueeze(-1)  # with rows, x is not read
+        states = x if rows is not None else self.input_dropout(x, dropped) * mask.unsqueeze(-1)  # with rows, x is not read
         for conv in self.convs:
             states, rows = layer(conv, states, real, rows), None
         # states >= 0 and 0 at padding: the plain max is the masked max (max, not amax, under
         # autograd: its gradient goes to the first of tied maxima, as it always did)
         return states, states.amax(dim=1) if inference else states.max(dim=1).values
+
+
+    def gated(self, x: Tensor, gate: Tensor, mask: Tensor, rows: Tensor | None = None,
+              tokens: TokenRows | None = None, skip: bool = False) -> tuple[Tensor, Tensor]:
+        """With ``rows`` (ascending) and gradients (several masks per document in training), the
+        first layer from each document's tap products, one matrix product per document instead
+        of a convolution per gate: ``conv(x z)_t = b + sum_j z_{t+j-c} (x W_j)_{t+j-c}``
+        (c = K // 2), the gates laid out ``[B, S, T]`` so that each product broadcasts over a
+        document's gates (and its gradient sums over them)."""
+        if rows is None or not self.convs or x.shape[1] == 0 or without_grad(self, x):
+            return super().gated(x, gate, mask, rows, tokens, skip)
+        first = self.convs[0]
+        (B, T, _), K = x.shape, self.kernel_size
+        products = (self.input_dropout(x).reshape(B * T, -1) @ kernel_taps(first)).view(B, T, K, -1)
+        padded = F.pad(products, (0, 0, 0, 0, K // 2, K // 2))  # [B, T + K - 1, K, H]
+        reach = torch.stack([padded[:, j : j + T, j] for j in range(K)], 2)  # reach[b, t, j] = (x W_j)_{t+j-c}
+        counts = torch.bincount(rows, minlength=B)
+        slot = torch.arange(len(rows), device=rows.device) - (counts.cumsum(0) - counts)[rows]
+        gates = gate.new_zeros(B, int(counts.max()), T)
+        gates[rows, slot] = gate
+        shifted = F.pad(gates, (K // 2, K // 2)).unfold(-1, K, 1)  # [B, S, T, K]: gate at t + j - c
+        out = first.bias + sum(shifted[..., j, None] * reach[:, None, :, j] for j in range(K))  # [B, S, T, H]
+        real = (mask > 0).unsqueeze(-1).to(x.dtype)
+        states = torch.relu(out[rows, slot]) * real
+        for conv in self.convs[1:]:
+            states = layer(conv, states, real)
+        return states, states.max(dim=1).values
 
 
 SPARSE_SHARE = 0.5  # below this share of nonzero rows, an inference layer reads only those

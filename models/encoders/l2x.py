@@ -30,11 +30,11 @@ class L2XEncoder(Encoder):
         self.combine = nn.Conv1d(2 * hidden_size, hidden_size, 1)
 
     def forward(self, x: Tensor, mask: Tensor, tokens: TokenRows | None = None,
-                skip: bool = False) -> tuple[Tensor, Tensor]:
+                skip: bool = False, dropped: bool = False) -> tuple[Tensor, Tensor]:
         real = (mask > 0).to(x.dtype).unsqueeze(1)  # [B, 1, T]
         if x.shape[1] == 0:
             return x.new_zeros(*x.shape[:2], self.output_size), x.new_zeros(x.shape[0], self.output_size)
-        h = torch.relu(self.first((self.dropout(x) * mask.unsqueeze(-1)).transpose(1, 2))) * real  # [B, H, T]
+        h = torch.relu(self.first((self.input_dropout(x, dropped) * mask.unsqueeze(-1)).transpose(1, 2))) * real  # [B, H, T]
         global_info = torch.relu(self.global_layer(h.max(-1).values))  # h >= 0, zero at padding
         local = h
         for conv in self.local:
