@@ -22,8 +22,9 @@ The recurrence is written once over a semiring (pytorch-struct's device, Rush, 2
   over the suffix, with transition probabilities read off the tables. Exact samples
   walk the forward table backwards (Algorithm 2).
 - ``KMax(R)`` (the R best values, product as +): the R best masks by back-pointers,
-  the k-best program of top-k sparsemax (Correia et al., 2020, section 4.1) and,
-  with R = 1, the MAP oracle of SparseMAP with a coherence factor (appendix C).
+  the k-best program of top-k sparsemax (Correia et al., 2020, section 4.1); ``Max``
+  is its R = 1 case with plain maxima, the argmax and so the MAP oracle of SparseMAP
+  with a coherence factor (appendix C).
 
 Impossible states hold the finite ``NEG``; padding is a token that cannot be 1
 (``u = NEG``) with no pairwise term to either side. Precision: log-weights grow to
@@ -35,6 +36,7 @@ about 1e-2 when |u| / tau reaches hundreds (the tree, with log2 T roundings, abo
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -70,6 +72,23 @@ class KMax:
         values, pointer = torch.cat([a, b], -1).topk(self.ranks, -1)
         out.copy_(values)
         return pointer
+
+
+class Max:
+    """The best value per state, and whether it came from the second candidate (the
+    back-pointer; ties go to the first). ``KMax(1)`` with plain maxima, for the argmax."""
+
+    ranks = 0
+
+    @staticmethod
+    def lift(x: Tensor) -> Tensor:
+        return x
+
+    @staticmethod
+    def plus(a: Tensor, b: Tensor, out: Tensor) -> Tensor:
+        second = b > a
+        torch.maximum(a, b, out=out)
+        return second
 
 
 LOG = LogSemiring()
@@ -130,6 +149,27 @@ def best_masks(alpha: Tensor, pointers: list, ends: Tensor, count: int) -> tuple
         masks = torch.cat([masks, masks.new_zeros(batch, count - flat.shape[1], masks.shape[-1])], 1)
         scores = torch.cat([scores, scores.new_full((batch, count - flat.shape[1]), NEG)], 1)
     return masks, scores
+
+
+def best_mask(alpha: Tensor, pointers: list, ends: Tensor) -> Tensor:
+    """The best accepted mask ``[B, T]`` of a ``Max`` table, followed back through the
+    pointers (ties to the first-found state). The walk is T steps of a few operations on
+    B numbers each, so it runs in numpy, where such an operation costs a tenth of torch's."""
+    last = alpha[-1, 1:].masked_fill(~ends[:, None, :], NEG)  # [K+1, A, B]
+    counts, bits, batch = last.shape
+    state = last.permute(2, 0, 1).reshape(batch, -1).argmax(-1).cpu().numpy()
+    j, b = state // bits, state % bits
+    # each step's pointers as one flat [A * (K+1) * B] row, read at (bit, count, row)
+    steps = torch.stack([torch.stack(step if bits == 2 else (step,)) for step in pointers]).flatten(1)
+    steps = steps.cpu().numpy() if len(pointers) else np.zeros((0, 0), dtype=bool)
+    column = np.arange(batch)
+    took = np.zeros((len(pointers), batch), dtype=bool)
+    for i in reversed(range(len(pointers))):
+        pointer = steps[i, (b * counts + j) * batch + column]  # bits 2: the bit of the token before
+        took[i] = b > 0 if bits == 2 else pointer
+        b = pointer.astype(np.int64) if bits == 2 else b
+        j = np.maximum(j - took[i], 0)  # impossible paths stay in range
+    return torch.from_numpy(took.T.copy()).to(device=alpha.device, dtype=alpha.dtype)
 
 
 def backward_table(u: Tensor, w: Tensor | None, ends: Tensor, max_k: int) -> Tensor:

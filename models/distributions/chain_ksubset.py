@@ -129,7 +129,9 @@ class ChainKSubset(MaskDistribution):
             best_k = top_k_mask(self.unary, self.mask, self.k)
             return best_k * (self.unary > 0) if self.at_most else best_k
         if self.method == "sequential":
-            return self.topk(1)[0][:, 0]
+            u, w = (t.detach().t().contiguous() for t in self.program_inputs())
+            alpha, pointers = chain_dp.forward_table(u, w, self.max_k, chain_dp.Max())
+            return chain_dp.best_mask(alpha, pointers, self.ends) * self.mask
         return gradient_of(lambda u: self.tree_value(u, self.pairwise, best), self.unary) * self.mask
 
     @torch.no_grad()
