@@ -264,6 +264,14 @@ def write_report() -> None:
         ["program", "device", "threads", "ms", "x faster than straightforward"],
         lambda r: [r["variant"], r["device"], r["threads"], f"{r['ms']:.1f}", f"{r['speedup_vs_straightforward']:.2f}"])
     out += timing_section(
+        rows, "oracle_speed", "SparseMAP's oracle with the coherence factor",
+        ["The best mask with at most 13% of a review's tokens under unary and pair scores, as SparseMAP's",
+         "active set asks for it every iteration (float64): the chain program's max reduction (the",
+         "default), its K-max form with one rank, and the log-depth tree, side by side in one run."],
+        ["program", "B x T", "device", "threads", "ms", "x max"],
+        lambda r: [r["variant"], f"{r['batch']} x {r['length']}", r["device"], r["threads"], f"{r['ms']:.1f}",
+                   f"{r['ratio_to_max']:.2f}"])
+    out += timing_section(
         rows, "bernoulli_variance", "REINFORCE gradient variance per baseline (Bernoulli selector)",
         ["The selector's gradient drawn repeatedly on one fixed batch of the demo corpus from the same",
          "initial weights, every variant in one run: total variance (sum over parameters), its ratio",

@@ -66,13 +66,13 @@ class CNNEncoder(Encoder):
             return states, torch.where(real.amax(1) > 0, summary, 0.0)
         inference = without_grad(self, x)
         rows = tokens.scaled(mask) if tokens is not None and not self.training and inference else None
-        states = x if rows is not None else self.input_dropout(x, dropped) * mask.unsqueeze(-1)  # with rows, x is not read
+        # with rows, x is not read
+        states = x if rows is not None else self.input_dropout(x, dropped) * mask.unsqueeze(-1)
         for conv in self.convs:
             states, rows = layer(conv, states, real, rows), None
         # states >= 0 and 0 at padding: the plain max is the masked max (max, not amax, under
         # autograd: its gradient goes to the first of tied maxima, as it always did)
         return states, states.amax(dim=1) if inference else states.max(dim=1).values
-
 
     def gated(self, x: Tensor, gate: Tensor, mask: Tensor, rows: Tensor | None = None,
               tokens: TokenRows | None = None, skip: bool = False) -> tuple[Tensor, Tensor]:

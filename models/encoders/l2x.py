@@ -34,7 +34,8 @@ class L2XEncoder(Encoder):
         real = (mask > 0).to(x.dtype).unsqueeze(1)  # [B, 1, T]
         if x.shape[1] == 0:
             return x.new_zeros(*x.shape[:2], self.output_size), x.new_zeros(x.shape[0], self.output_size)
-        h = torch.relu(self.first((self.input_dropout(x, dropped) * mask.unsqueeze(-1)).transpose(1, 2))) * real  # [B, H, T]
+        x = self.input_dropout(x, dropped) * mask.unsqueeze(-1)
+        h = torch.relu(self.first(x.transpose(1, 2))) * real  # [B, H, T]
         global_info = torch.relu(self.global_layer(h.max(-1).values))  # h >= 0, zero at padding
         local = h
         for conv in self.local:
