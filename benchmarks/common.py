@@ -21,7 +21,9 @@ RESULTS = ROOT / "benchmarks" / "results.jsonl"
 def git_commit() -> str:
     try:
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+        # the results files themselves change as a benchmark records its rows
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                ":!benchmarks/results.jsonl", ":!benchmarks/RESULTS.md"], cwd=ROOT,
                                capture_output=True, text=True).stdout.strip()
         return out.stdout.strip() + ("+dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
