@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On a machine with a GPU, in one go:
-#   1. GPU timings: the k-subset programs (SIMPLE's path), the top-k relaxations and the
-#      training step of every extractor, each against its baseline in the same run
+#   1. GPU timings: the k-subset programs (SIMPLE's path), the top-k relaxations, the
+#      training step of every extractor (SparseMAP's with its caps) and SparseMAP's
+#      coherence oracle, each against its baseline in the same run
 #      (alone on the GPU, before anything else starts);
 #   2. beer runs in parallel, one per line of the file PLAN (a name, then the arguments
 #      of benchmarks/beer.py; give `--time-limit MINUTES` after `--` to bound each);
@@ -27,6 +28,9 @@ python benchmarks/ksubset_speed.py --device cuda --repeats 10
 python benchmarks/relaxation_speed.py --device cuda --repeats 10
 python benchmarks/step_cost.py --device cuda --repeats 3
 python benchmarks/step_cost.py --device cuda --repeats 3 --batch 64 --variants full hardkuma-dependent
+python benchmarks/step_cost.py --device cuda --repeats 3 --encoder cnn --batch 64 --embedding 200 --hidden 100 \
+  --variants full sparsemap sparsemap-support-4 sparsemap-support-2
+python benchmarks/oracle_speed.py --device cuda --repeats 10
 
 while read -r name args; do
   [ -z "$name" ] && continue
