@@ -25,9 +25,9 @@ class OptionError(ValueError):
     known, the extractor whose option it is. ``unknown``: the extractor has no such option."""
 
     def __init__(self, name: str, value: Any, allowed: str, *, extractor: str | None = None,
-                 unknown: bool = False, needs: str | None = None, without: bool = False):
+                 unknown: bool = False, needs: str | None = None):
         self.name, self.value, self.allowed, self.extractor = name, value, allowed, extractor
-        self.unknown, self.needs, self.without = unknown, needs, without
+        self.unknown, self.needs = unknown, needs
         super().__init__(self.line())
 
     def line(self) -> str:
@@ -35,15 +35,14 @@ class OptionError(ValueError):
         if self.unknown:
             return f"{flag_of(self.name)} does not apply to {who}; {self.allowed}"
         if self.needs:
-            how = "without" if self.without else "with"
-            return f"{flag_of(self.name)} {shown(self.value)}: applies to {who} only {how} {flag_of(self.needs)}"
+            return f"{flag_of(self.name)} {shown(self.value)}: applies to {who} only with {flag_of(self.needs)}"
         expects = f"{who} expects" if self.extractor else "expected"
         return f"{flag_of(self.name)} {shown(self.value)}: {expects} {self.allowed}"
 
     def of(self, extractor: str) -> OptionError:
         """The same error, naming the extractor."""
         return OptionError(self.name, self.value, self.allowed, extractor=extractor, unknown=self.unknown,
-                           needs=self.needs, without=self.without)
+                           needs=self.needs)
 
 
 def flag_of(name: str) -> str:
@@ -61,14 +60,14 @@ def shown(value: Any) -> str:
 def option(default: Any, help: str, *, low: float | None = None, high: float | None = None,
            above: float | None = None, choices: tuple[str, ...] | dict | None = None,
            negative: str | None = None, default_text: str | None = None, role: str | None = None,
-           requires: str | None = None, unless: str | None = None, panel: str | None = None) -> Any:
+           requires: str | None = None, panel: str | None = None) -> Any:
     """A declared field. ``low``/``high``: inclusive bounds, ``above``: exclusive lower bound;
     ``negative``: the off-switch of a boolean flag (``--fixed-penalty``); ``default_text``:
     how ``--help`` describes a default that depends on other options; ``role``: what a
-    budget is for this extractor; ``requires`` / ``unless``: a boolean option without
-    which (or with which) this one means nothing; ``panel``: where ``--help`` lists it."""
+    budget is for this extractor; ``requires``: a boolean option without which this one
+    means nothing; ``panel``: where ``--help`` lists it."""
     meta = dict(help=help, low=low, high=high, above=above, choices=tuple(choices) if choices else None,
-                negative=negative, default_text=default_text, role=role, requires=requires, unless=unless,
+                negative=negative, default_text=default_text, role=role, requires=requires,
                 panel=panel)
     return field(default=default, metadata=meta)
 
@@ -90,7 +89,6 @@ class Spec:
     default_text: str | None = None
     role: str | None = None
     requires: str | None = None
-    unless: str | None = None
     panel: str | None = None
 
     @property
@@ -192,11 +190,9 @@ class Options:
             raise OptionError(unknown[0], values[unknown[0]], f"its options: {own}", unknown=True)
         made = cls(**values)
         for name in sorted(given & set(declared)):
-            needed, excluded = declared[name].requires, declared[name].unless
+            needed = declared[name].requires
             if needed is not None and not getattr(made, needed):
                 raise OptionError(name, values[name], "", needs=needed)
-            if excluded is not None and getattr(made, excluded):
-                raise OptionError(name, values[name], "", needs=excluded, without=True)
         return made
 
     def to_dict(self) -> dict[str, Any]:

@@ -77,8 +77,6 @@ def test_old_size_flags_are_aliases_of_budget():
     ({"extractor": "sparse-attention", "lam": 0.2}, "--lambda 0.2: .* --attention fusedmax or oscarmax"),
     ({"extractor": "simple", "k": 10.7}, "--k 10.7: expected a whole number"),
     ({"device": "tpu"}, "--device tpu: expected auto, cpu, cuda or cuda:N"),
-    ({"extractor": "bernoulli", "dependent": True, "exact_penalty": True},
-     "--exact-penalty true: applies to --extractor bernoulli only without --dependent"),
 ])
 def test_bad_options_are_one_line_naming_option_extractor_and_what_is_allowed(options, message):
     with pytest.raises(UserError, match=message) as err:

@@ -26,9 +26,14 @@ enter the loss through their expectations, ``E[sum z_i] = sum p_i`` and
 only the task loss goes through the score function: the same expected gradient
 (Rao-Blackwellization) without the penalties' sampling noise
 (``benchmarks/bernoulli_variance.py`` measures both). The Lagrangian then
-holds the expected rate, as HardKuma's holds the expected L0. ``exact_penalty=False``
-(or the dependent selector, whose expectations have no closed form) samples them
-as Lei et al. do.
+holds the expected rate, as HardKuma's holds the expected L0. The dependent
+selector's expectations have no closed form: there each token's count is replaced by
+its expectation given the sampled tokens before it (:func:`prefix_counts`, the same
+expected costs), differentiated with the sample held fixed. That gradient leaves out
+how a choice moves the later tokens' probabilities (biased, but free of sampling
+noise); sampled through REINFORCE, the Lagrangian's rate term made the dependent
+selector swing between selecting everything and nothing (on beer aroma and on the
+demo corpus). ``exact_penalty=False`` samples the costs as Lei et al. do.
 """
 
 from __future__ import annotations
@@ -66,6 +71,18 @@ def expected_counts(p: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
     return p.sum(-1), (flips * pair).sum(-1)
 
 
+def prefix_counts(p: Tensor, z: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+    """Selected tokens and 0/1 transitions per sample, each token's count replaced by its
+    expectation given the sampled tokens before it: ``sum_i p_i`` and ``sum_i p_i (1 - z_{i-1})
+    + (1 - p_i) z_{i-1}``, for the dependent selector's ``p_i = P(z_i = 1 | z_<i)`` along the
+    sample ``z``. Their expectations are those of :func:`counts` (tower rule)."""
+    p = p * mask
+    pair = mask[..., 1:] * mask[..., :-1]
+    before = z[..., :-1]
+    flips = p[..., 1:] * (1 - before) + (1 - p[..., 1:]) * before
+    return p.sum(-1), (flips * pair).sum(-1)
+
+
 def log_prob(logits: Tensor, z: Tensor, mask: Tensor) -> Tensor:
     """``log p(z)`` per sample: sum over real tokens of log Bernoulli(z_i; sigmoid(logit_i))."""
     return ((z * F.logsigmoid(logits) + (1 - z) * F.logsigmoid(-logits)) * mask).sum(-1)
@@ -88,10 +105,10 @@ class BernoulliOptions(RateOptions):
     lagrangian: bool = option(False, "hold the rate at --budget with a multiplier (added to the --sparsity "
                               "cost: give --sparsity 0 to leave the rate to the multiplier)",
                               negative="--fixed-penalty")
-    exact_penalty: bool = option(True, "independent selector: differentiate the expected sparsity and "
-                                 "coherence costs exactly instead of sampling them through REINFORCE (the "
-                                 "dependent selector always samples them)", negative="--sampled-penalty",
-                                 unless="dependent")
+    exact_penalty: bool = option(True, "differentiate the sparsity and coherence costs' expectations instead "
+                                 "of sampling them through REINFORCE: exactly for the independent selector; for "
+                                 "the dependent one, each token's expectation given the sampled tokens before it",
+                                 negative="--sampled-penalty")
 
     def check(self) -> None:
         if self.baseline == "loo" and self.samples < 2:
@@ -111,7 +128,7 @@ class BernoulliSelector(Selector):
         self.coherence = 2 * opts.sparsity if opts.coherence is None else opts.coherence
         self.baseline, self.samples, self.ema_decay = opts.baseline, opts.samples, ema_decay
         self.budget = opts.budget
-        self.exact_penalty = opts.exact_penalty and not opts.dependent
+        self.exact_penalty = opts.exact_penalty
         self.scan = DependentScan(input_size, 1, z_hidden) if opts.dependent else None
         self.logit_layer = None if opts.dependent else nn.Linear(input_size, 1)
         self.multiplier = (EqualityMultiplier(rho=opts.lagrange_rho, lr=opts.lagrange_lr)
@@ -137,7 +154,11 @@ class BernoulliSelector(Selector):
         lp = log_prob(logits, z, mask.unsqueeze(1))
         drawn = counts(z, mask.unsqueeze(1))
         lengths = mask.sum(-1, keepdim=True).clamp_min(1.0)
-        if self.exact_penalty:  # costs per document [B, 1], differentiable, outside the score function
+        # exact penalties: costs per document [B, 1] (independent) or sample [B, s] (dependent),
+        # differentiable, outside the score function
+        if self.exact_penalty and self.scan is not None:
+            selected, transitions = prefix_counts(torch.sigmoid(logits), z, mask.unsqueeze(1))
+        elif self.exact_penalty:
             selected, transitions = expected_counts(torch.sigmoid(logits[:, :1]), mask.unsqueeze(1))
         else:
             selected, transitions = drawn
