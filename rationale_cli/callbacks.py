@@ -21,15 +21,18 @@ MAIN_STATS = ("selected",)
 
 class RunDirectory(Callback):
     """After every epoch: the best weights (``model.safetensors``) when it improved, the
-    resume state (``resume.safetensors``, with the data's ``fingerprint``) and ``metrics.json``."""
+    epoch's own with ``save_epochs`` (``epochs/epoch-N.safetensors``), the resume state
+    (``resume.safetensors``, with the data's ``fingerprint``) and ``metrics.json``."""
 
-    def __init__(self, out: Path, fingerprint: str):
-        self.out, self.fingerprint = out, fingerprint
+    def __init__(self, out: Path, fingerprint: str, save_epochs: bool = False):
+        self.out, self.fingerprint, self.save_epochs = out, fingerprint, save_epochs
 
     def on_epoch_end(self, fit: Fit, result: Epoch) -> None:
         state = fit.state
         if result.improved:
             save_weights(self.out, fit.model)
+        if self.save_epochs:
+            save_weights(self.out, fit.model, result.epoch)
         save_checkpoint(self.out, fit.model, fit.optimizer, fit.rng, fit.device, {
             "epoch": state.epoch, "stale": state.stale, "best": state.best, "history": state.history,
             "train_seconds": state.train_seconds, "fingerprint": self.fingerprint}, fit.random_states)

@@ -279,12 +279,12 @@ def set_test_rate(loaded, rate: Optional[str]) -> None:
         raise UserError(f"--rate {err}") from None
 
 
-def load_for_inference(run: Path, device: str):
+def load_for_inference(run: Path, device: str, epoch: int | None = None):
     from rationale_cli.devices import resolve_device
     from rationale_cli.rundir import load_run
 
     dev = resolve_device(device)
-    return load_run(run, dev), dev
+    return load_run(run, dev, epoch), dev
 
 
 @app.command(cls=Command)
@@ -560,6 +560,8 @@ def evaluate(
                                       "documents without their rationale, on the rationale alone and per AOPC "
                                       "bin (12 more passes)."),
     rate: Optional[str] = typer.Option(None, help=RATE_HELP),
+    epoch: Optional[int] = typer.Option(None, help="Evaluate the weights of this epoch (kept by `train "
+                                        "--save-epochs`) instead of the kept epoch's."),
     batch_size: int = typer.Option(64, help="Documents per batch (at least 1)."),
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
 ):
@@ -570,7 +572,7 @@ def evaluate(
 
     check_at_least("--batch-size", batch_size, 1)
     check_score_outputs(json_out, per_document)
-    loaded, dev = load_for_inference(run, device)
+    loaded, dev = load_for_inference(run, device, epoch)
     set_test_rate(loaded, rate)
     records = list(datasets.run_documents(data, loaded.config, fmt=format, aspect=aspect, split=split))
     metrics, rows = evaluate_model(loaded, records, batch_size=batch_size, device=dev, faithfulness=faithfulness)

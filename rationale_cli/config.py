@@ -82,6 +82,9 @@ class TrainConfig:
     rate_tolerance: float = option(0.02, "How far from the target (a share: 0.02 = 2 points) a kept epoch's "
                                    "validation rate may be, with --keep best-loss-at-rate.", low=0.0, high=1.0,
                                    panel=TRAINING)
+    save_epochs: bool = option(False, "Also keep every epoch's weights, in epochs/epoch-N.safetensors of the run "
+                               "directory (each as large as model.safetensors), for `evaluate --epoch N`.",
+                               negative="--no-save-epochs", panel=TRAINING)
     time_limit: float = option(0.0, "Minutes of training at most: no epoch is started that the slowest one "
                                "so far says would end later, 0 = off.", low=0.0, panel=TRAINING)
     seed: int = option(0, "Random seed.", low=0, panel=TRAINING)

@@ -61,9 +61,17 @@ def build_model(config: TrainConfig, vocab_size: int, task: Task, embeddings=Non
     )
 
 
-def save_weights(out: Path, model: RationaleModel) -> None:
+def epoch_weights(run: Path, epoch: int) -> Path:
+    """Where ``train --save-epochs`` keeps the weights of ``epoch``."""
+    return run / "epochs" / f"epoch-{epoch}.safetensors"
+
+
+def save_weights(out: Path, model: RationaleModel, epoch: int | None = None) -> None:
+    """The model's weights as the run's kept weights, or as those of ``epoch``."""
     state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
-    with atomic_path(out / WEIGHTS) as tmp:
+    path = out / WEIGHTS if epoch is None else epoch_weights(out, epoch)
+    path.parent.mkdir(exist_ok=True)
+    with atomic_path(path) as tmp:
         save_file(state, str(tmp))
 
 
@@ -112,10 +120,17 @@ def require_run_files(path: Path) -> None:
         raise UserError(f"{path}: incomplete run directory, missing {', '.join(missing)}")
 
 
-def load_run(path: str | Path, device: str | torch.device = "cpu") -> Run:
-    """Load a run directory, checking its version and that weights match the config."""
+def load_run(path: str | Path, device: str | torch.device = "cpu", epoch: int | None = None) -> Run:
+    """Load a run directory, checking its version and that weights match the config; with
+    ``epoch``, the weights of that epoch (kept by ``train --save-epochs``) instead of the kept ones."""
     path = Path(path)
     require_run_files(path)
+    weights = path / WEIGHTS if epoch is None else epoch_weights(path, epoch)
+    if not weights.is_file():
+        saved = sorted(int(p.stem.split("-")[1]) for p in (path / "epochs").glob("epoch-*.safetensors"))
+        raise UserError(f"{path}: no weights of epoch {epoch}; " + (
+            f"the run kept epochs {', '.join(map(str, saved))}" if saved else
+            "the run was trained without --save-epochs"))
     found = read_json(path / "versions.json").get("format_version")
     if found != FORMAT_VERSION:
         raise UserError(
@@ -129,14 +144,14 @@ def load_run(path: str | Path, device: str | torch.device = "cpu") -> Run:
     except ValueError as err:
         raise UserError(f"{path / 'config.json'}: {err}") from None
     try:
-        state = load_file(str(path / WEIGHTS))
+        state = load_file(str(weights))
     except (SafetensorError, OSError) as err:
-        raise UserError(f"{path / WEIGHTS}: unreadable weights ({err})") from None
+        raise UserError(f"{weights}: unreadable weights ({err})") from None
     try:
         model.load_state_dict(state)
     except RuntimeError as err:
         first = str(err).splitlines()[0]
         detail = next((ln.strip() for ln in str(err).splitlines()[1:] if ln.strip()), "")
-        raise UserError(f"{path / WEIGHTS}: weights do not match config.json ({first} {detail})") from None
+        raise UserError(f"{weights}: weights do not match config.json ({first} {detail})") from None
     model.to(device).eval()
     return Run(path, config, vocab, task, model)

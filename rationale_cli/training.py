@@ -159,7 +159,7 @@ def train_run(
         write_json(out / "config.json", config.to_dict(world_size()))
     hooks = []
     if writer and out is not None:
-        hooks.append(RunDirectory(out, fingerprint))
+        hooks.append(RunDirectory(out, fingerprint, config.save_epochs))
     if writer and console is not None:
         if state is not None:
             console.print(f"resuming after epoch {state.epoch} (best so far: epoch {state.best['epoch']})",

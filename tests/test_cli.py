@@ -47,6 +47,25 @@ def test_train_writes_a_complete_run_directory(run_dir):
     assert len(set(modes.values())) == 1, modes
 
 
+def test_save_epochs_keeps_each_epoch_and_evaluate_reads_one(tmp_path):
+    out = tmp_path / "run"
+    result = invoke("train", "--data", "demo", "--out", out, "--epochs", 2, "--save-epochs", "--patience", 0, *SMALL)
+    assert result.exit_code == 0, result.output
+    kept = json.loads((out / "metrics.json").read_text())["best_epoch"]
+    epochs = {n: load_file(str(out / "epochs" / f"epoch-{n}.safetensors")) for n in (1, 2)}
+    model = load_file(str(out / "model.safetensors"))
+    assert all(torch.equal(model[k], epochs[kept][k]) for k in model)
+    assert not all(torch.equal(epochs[1][k], epochs[2][k]) for k in model)
+    scores = {}
+    for n in (1, 2):
+        result = invoke("evaluate", out, "demo", "--epoch", n, "--no-faithfulness", "--json", tmp_path / f"{n}.json")
+        assert result.exit_code == 0, result.output
+        scores[n] = json.loads((tmp_path / f"{n}.json").read_text())
+    assert scores[1] != scores[2]
+    result = invoke("evaluate", out, "demo", "--epoch", 3)
+    assert result.exit_code == 2 and "no weights of epoch 3; the run kept epochs 1, 2" in result.output
+
+
 def test_train_refuses_to_overwrite_a_run(run_dir):
     before = (run_dir / "model.safetensors").read_bytes()
     result = invoke("train", "--data", "demo", "--out", run_dir, "--epochs", 1, *SMALL)
