@@ -10,6 +10,9 @@ With ``--pooled`` the training side also gets the other aspects' heldout reviews
 (about 29,000 more, each labelled with this aspect's score; the 1,000 validation
 reviews and repeats left out); validation and test stay as they are. With
 ``--train-size N`` it trains on the first N of the aspect's 9,000 (a learning curve).
+With ``--test-rate corpus`` the test reviews are decoded at the training target held
+over the whole test corpus (``evaluate --rate-over corpus``), and ``--evaluate-only``
+evaluates runs trained before with the same options instead of training them again.
 
     python benchmarks/beer.py --extractor full --aspects 0 1 2 --seeds 0
 
@@ -101,10 +104,18 @@ def main() -> None:
                         help="word vectors (default: the GloVe 6B 50-d subset in --data-dir; "
                              "benchmarks/beer_vectors.py makes beer-domain ones)")
     parser.add_argument("--runs", default=None, help="keep run directories here (default: a temporary folder)")
+    parser.add_argument("--test-rate", choices=("document", "corpus"), default=None,
+                        help="decode the test reviews at the training target (`evaluate --rate`): each review "
+                             "at that share, or one threshold holding it over the corpus (default: the "
+                             "extractor's own decoding)")
+    parser.add_argument("--evaluate-only", action="store_true",
+                        help="evaluate the runs these options trained before (in --runs) without training")
     parser.add_argument("train_args", nargs=argparse.REMAINDER, help="after --: extra options for `rationale train`")
     args = parser.parse_args()
     if args.pooled and args.train_size:
         parser.error("--pooled and --train-size do not go together")
+    if args.evaluate_only and not args.runs:
+        parser.error("--evaluate-only needs the --runs folder the runs were trained in")
     data = Path(args.data_dir)
     commit = git_commit()  # the code the runs start from (the checkout may move on while they train)
     default_targets = {0: 0.13, 1: 0.07, 2: 0.07, 3: 0.07, 4: 0.07}
@@ -118,6 +129,8 @@ def main() -> None:
     size = option_specs(args.extractor).get("budget")
     # a default rate for the extractors that hold or cap one (bernoulli only with --lagrangian)
     rated = size is not None and size.role != "exact size" and (size.requires is None or f"--{size.requires}" in extra)
+    if args.test_rate and not rated:
+        parser.error(f"--test-rate: {args.extractor} holds no selection rate here")
     for i, aspect in enumerate(args.aspects):
         target = args.budget[i] if args.budget else default_targets[aspect] if rated else None
         budget = ["--budget", str(target)] if target is not None else []
@@ -134,19 +147,23 @@ def main() -> None:
                      "--aspect", str(aspect), "--valid-fraction", "0.1"]
         for seed in args.seeds:
             run = runs / f"{args.extractor}-{args.encoder or 'default'}-a{aspect}-t{target}-s{seed}-{options}{data_suffix}"
-            train_cmd, seconds = rationale(
-                "train", *split,
-                "--embeddings", vectors,
-                *encoder, "--extractor", args.extractor, *budget,
-                "--epochs", str(args.epochs), "--seed", str(seed), "--out", str(run), "--force", *extra,
-            )
+            train_args = ("train", *split, "--embeddings", vectors, *encoder, "--extractor", args.extractor, *budget,
+                          "--epochs", str(args.epochs), "--seed", str(seed), "--out", str(run), "--force", *extra)
+            if args.evaluate_only:
+                if not (run / "metrics.json").is_file():
+                    sys.exit(f"{run}: no trained run there for --evaluate-only")
+                train_cmd = shlex.join(["rationale", *train_args])
+                seconds = json.loads((run / "metrics.json").read_text())["train_seconds"]
+            else:
+                train_cmd, seconds = rationale(*train_args)
             config = json.loads((run / "config.json").read_text())
             history = json.loads((run / "metrics.json").read_text())["history"]
             supports = [epoch["support"] for epoch in history if "support" in epoch]
             saved = Budget.parse(config["budget"]) if "budget" in config else None
             metrics_file = run / "test_metrics.json"
+            at_rate = ["--rate", str(target), "--rate-over", args.test_rate] if args.test_rate else []
             eval_cmd, _ = rationale("evaluate", str(run), str(data / "beer" / "annotations.json"),
-                                    "--aspect", str(aspect), "--json", str(metrics_file))
+                                    "--aspect", str(aspect), *at_rate, "--json", str(metrics_file))
             test = json.loads(metrics_file.read_text())
             append_result({
                 "benchmark": "beer", "extractor": args.extractor, "encoder": config["encoder"], "data": "beer",
@@ -156,6 +173,7 @@ def main() -> None:
                 "attention": config["attention"] if args.extractor == "sparse-attention" else None,
                 "seed": seed, "precision": test["precision"], "recall": test["recall"], "f1": test["f1"],
                 "selection_rate": test["selection_rate"], "mse": test["mse"], "train_seconds": round(seconds, 1),
+                "test_rate_over": args.test_rate,
                 # absolute change of the predicted score without the rationale / from it alone (evaluate's reruns)
                 **{key: test.get("faithfulness", {}).get(key) for key in ("comprehensiveness", "sufficiency")},
                 "train_size": train_size, "vectors": f"{Path(vectors).name.split('.')[0]} {config['embedding_dim']}d",

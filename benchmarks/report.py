@@ -90,10 +90,14 @@ def fmt_mean(values: list[float], scale: float = 1.0, digits: int = 1) -> str:
 
 
 def shown_target(row: dict) -> str:
-    """The training target of a beer run: k, or the selection rate held in training."""
+    """The training target of a beer run: k, or the selection rate held in training (and
+    where the test reviews were decoded at it, over each review or over the corpus)."""
     if row.get("k"):
         return f"k={row['k']}"
-    return f"{100 * row['selection_target']:.3g}%" if row.get("selection_target") else "-"
+    if not row.get("selection_target"):
+        return "-"
+    over = f", test at it per {row['test_rate_over']}" if row.get("test_rate_over") else ""
+    return f"{100 * row['selection_target']:.3g}%{over}"
 
 
 def load() -> list[dict]:
@@ -103,9 +107,10 @@ def load() -> list[dict]:
 
 
 def configuration(script: str) -> str:
-    """The benchmark command without its seeds and time limit: runs that differ only in seed
-    group together (a time limit bounds the budget, not the model; notes say where one stopped)."""
-    return re.sub(r" --seeds( \d+)+| --time-limit \S+", "", script)
+    """The benchmark command without its seeds, time limit and ``--evaluate-only``: runs that
+    differ only in seed group together (a time limit bounds the budget, not the model; notes say
+    where one stopped), and a run evaluated again later with the runs evaluated at once."""
+    return re.sub(r" --seeds( \d+)+| --time-limit \S+| --evaluate-only", "", script)
 
 
 def beer_table(rows: list[dict]) -> list[str]:
@@ -210,7 +215,9 @@ def write_report() -> None:
                 "extractor and aspect (full training data, 200-d beer vectors). Runs on a GPU shared it",
                 "with up to 18 other runs, so their train seconds measure nothing but that. `support`:",
                 "the mean number of masks with weight over training (sparse marginalization only).",
-                "`target`: the selection rate held in training (on the training reviews), or k.", ""]
+                "`target`: the selection rate held in training (on the training reviews), or k; \"test at",
+                "it per corpus\": the test reviews decoded at that rate with one score threshold for all of",
+                "them (`evaluate --rate-over corpus`), \"per document\": each review at that share.", ""]
         notes = [r for r in beer if r.get("note")]
         if notes:
             out += ["Notes on individual runs:", ""]

@@ -57,6 +57,9 @@ class RationaleModel(nn.Module):
         # test-time rate: with a Budget, decoding keeps each document's best-scored tokens
         # (that share or count, none scored 0) instead of the extractor's own decision
         self.test_rate: Budget | None = None
+        # or with a threshold, every token scored at least that (none scored 0): one threshold
+        # for a whole corpus holds its rate over the corpus (rationale_cli.inference.corpus_threshold)
+        self.test_threshold: float | None = None
 
     def states(self, emb: Tensor, mask: Tensor, ids: Tensor | None = None) -> Tensor | None:
         """The selector encoder's states; ``ids`` (at inference) let it start from the words' products."""
@@ -117,6 +120,8 @@ class RationaleModel(nn.Module):
         z, scores = self.selector.decode_with_scores(states, selectable)
         if self.test_rate is not None:  # never a token scored 0 (outside a sparse support)
             z = top_k_mask(scores, selectable, self.test_rate.tokens(selectable)) * (scores > 0)
+        elif self.test_threshold is not None:
+            z = ((scores >= self.test_threshold) & (scores > 0)).to(scores.dtype)
         z, scores = z * selectable, scores * selectable
         read = z if visible is None else z + visible
         return z, scores, self.predict_masked(emb, mask, read.unsqueeze(1), ids)[:, 0]

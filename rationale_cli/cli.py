@@ -178,6 +178,10 @@ def shown_value(key: str, value) -> str:
         return f"{value:,}"
     if key == "test_rate":
         return f"k={value}" if isinstance(value, int) else f"{100 * value:.1f}%"
+    if key == "test_rate_over":
+        return value
+    if key == "test_threshold":
+        return f"{value:.4g}"
     if key in ("transitions",):
         return f"{value:.2f}"
     return f"{100 * value:.1f}%"
@@ -189,7 +193,8 @@ def metrics_table(metrics: dict) -> Table:
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_column("chance", justify="right", style="dim")
-    order = ["mse", "mae", "accuracy", "macro_f1", "test_rate", "selection_rate", "precision", "recall", "f1",
+    order = ["mse", "mae", "accuracy", "macro_f1", "test_rate", "test_rate_over", "test_threshold", "selection_rate",
+             "precision", "recall", "f1",
              "precision_macro", "recall_macro", "f1_macro", "transitions", "documents", "documents_with_gold"]
     for key in order:
         if key in metrics:
@@ -277,6 +282,22 @@ def set_test_rate(loaded, rate: Optional[str]) -> None:
         loaded.model.test_rate = Budget.parse(rate)
     except ValueError as err:
         raise UserError(f"--rate {err}") from None
+
+
+def set_corpus_threshold(loaded, rate: str, records, batch_size: int, device) -> dict:
+    """Decode every document at one score threshold that keeps the share ``rate`` of all the
+    ``records``' tokens (:func:`rationale_cli.inference.corpus_threshold`); what to report of it."""
+    from rationale_cli.inference import corpus_threshold
+
+    set_test_rate(loaded, rate)  # the same checks
+    budget, loaded.model.test_rate = loaded.model.test_rate, None
+    if budget.share is None:
+        raise UserError(f"--rate {rate} --rate-over corpus: expected a share of the corpus's tokens, not a count")
+    if not records:
+        raise UserError("--rate-over corpus: no documents")
+    loaded.model.test_threshold = corpus_threshold(loaded.model, loaded.vocab, records, budget.share,
+                                                   batch_size=batch_size, device=device)
+    return {"test_rate": budget.share, "test_rate_over": "corpus", "test_threshold": loaded.model.test_threshold}
 
 
 def load_for_inference(run: Path, device: str, epoch: int | None = None):
@@ -560,6 +581,9 @@ def evaluate(
                                       "documents without their rationale, on the rationale alone and per AOPC "
                                       "bin (12 more passes)."),
     rate: Optional[str] = typer.Option(None, help=RATE_HELP),
+    rate_over: str = typer.Option("document", help="With --rate: document (each document at that size) or "
+                                  "corpus (one score threshold for all the documents, keeping that share of "
+                                  "all their tokens: each document keeps those it scores above it)."),
     epoch: Optional[int] = typer.Option(None, help="Evaluate the weights of this epoch (kept by `train "
                                         "--save-epochs`) instead of the kept epoch's."),
     batch_size: int = typer.Option(64, help="Documents per batch (at least 1)."),
@@ -572,10 +596,17 @@ def evaluate(
 
     check_at_least("--batch-size", batch_size, 1)
     check_score_outputs(json_out, per_document)
+    if rate_over not in ("document", "corpus"):
+        raise UserError(f"--rate-over {rate_over}: expected document or corpus")
     loaded, dev = load_for_inference(run, device, epoch)
-    set_test_rate(loaded, rate)
     records = list(datasets.run_documents(data, loaded.config, fmt=format, aspect=aspect, split=split))
+    asked = {}
+    if rate_over == "corpus" and rate is not None:
+        asked = set_corpus_threshold(loaded, rate, records, batch_size, dev)
+    else:
+        set_test_rate(loaded, rate)
     metrics, rows = evaluate_model(loaded, records, batch_size=batch_size, device=dev, faithfulness=faithfulness)
+    metrics.update(asked)
     print_scores(metrics, f"{run.name} on {data}", json_out, per_document, rows)
 
 
@@ -634,7 +665,8 @@ def demo(
         train(out=workdir, config=None, force=out is None, resume=False, **options)
         stderr().rule("2/3  evaluate on the test split")
         evaluate(run=workdir, data="demo", format="auto", aspect=None, split="test", json_out=None,
-                 per_document=None, faithfulness=True, rate=None, batch_size=64, device="auto")
+                 per_document=None, faithfulness=True, rate=None, rate_over="document", epoch=None, batch_size=64,
+                 device="auto")
         stderr().rule("3/3  explain three test reviews")
         explain(run=workdir, text=None, input="demo", format="auto", aspect=None, limit=3, html=None, device="auto")
     finally:

@@ -84,6 +84,30 @@ def run(
         model.train(was_training)
 
 
+def corpus_threshold(model: RationaleModel, vocab: Vocab, records: Iterable[Record], share: float, *,
+                     batch_size: int = 64, device: str | torch.device = "cpu") -> float:
+    """The score of the round(share x N)-th best of the N selectable tokens of all the documents
+    under the extractor's own decoding: as ``model.test_threshold``, decoding then keeps ``share``
+    of the corpus's tokens (more where scores tie at the threshold, fewer where fewer are scored
+    above 0), each document those scored at least that."""
+    was_training = model.training
+    model.eval()
+    kept = []
+    try:
+        for chunk in capped_batches(records, batch_size):
+            batch = make_batch(chunk, vocab, None, device)
+            _, scores, _ = model.decode(batch.ids, batch.mask, batch.visible)
+            selectable = batch.mask if batch.visible is None else batch.mask - batch.visible
+            kept.append(scores[selectable > 0].float().cpu())
+    finally:
+        model.train(was_training)
+    scores = torch.cat(kept) if kept else torch.zeros(0)
+    if scores.numel() == 0:
+        raise ValueError("no tokens to select from")
+    wanted = min(max(int(share * scores.numel() + 0.5), 1), scores.numel())
+    return float(torch.topk(scores, wanted).values[-1])
+
+
 def evaluate(model, vocab, task, records, *, batch_size=64, device="cpu") -> dict:
     """Task metric, mean task loss and rationale scores over labelled documents."""
     task_scores = task.scores()

@@ -56,3 +56,29 @@ def test_evaluate_reports_the_rate_asked_for_and_the_rate_reached(tmp_path):
                                "--encoder", "cnn", "--embedding-dim", "8", "--hidden-size", "8"]).exit_code == 0
     result = runner.invoke(app, ["evaluate", str(full), "demo", "--rate", "0.2"])
     assert result.exit_code == 2 and "no best tokens" in result.output
+
+
+def test_a_corpus_rate_is_one_threshold_holding_the_share_over_all_documents(tmp_path):
+    runner = CliRunner()
+    run = tmp_path / "run"
+    result = runner.invoke(app, ["train", "--data", "demo", "--out", str(run), "--epochs", "1", "--encoder", "cnn",
+                                 "--extractor", "attention", "--embedding-dim", "8", "--hidden-size", "8"])
+    assert result.exit_code == 0, result.output
+    rows = {}
+    for over in ("document", "corpus"):
+        result = runner.invoke(app, ["evaluate", str(run), "demo", "--rate", "0.2", "--rate-over", over,
+                                     "--no-faithfulness", "--json", str(tmp_path / f"{over}.json"),
+                                     "--per-document", str(tmp_path / f"{over}.jsonl")])
+        assert result.exit_code == 0, result.output
+        rows[over] = [json.loads(line) for line in (tmp_path / f"{over}.jsonl").read_text().splitlines()]
+    metrics = json.loads((tmp_path / "corpus.json").read_text())
+    assert metrics["test_rate"] == 0.2 and metrics["test_rate_over"] == "corpus"
+    tokens = sum(row["tokens"] for row in rows["corpus"])
+    selected = sum(row["selected"] for row in rows["corpus"])
+    assert selected == round(0.2 * tokens)  # attention weights do not tie
+    assert abs(metrics["selection_rate"] - 0.2) <= 1 / tokens
+    # each document at its own share of the threshold, not at round(0.2 x its length)
+    assert any(row["selected"] != max(round(0.2 * row["tokens"]), 1) for row in rows["corpus"])
+    assert all(row["selected"] == max(round(0.2 * row["tokens"]), 1) for row in rows["document"])
+    result = runner.invoke(app, ["evaluate", str(run), "demo", "--rate", "10", "--rate-over", "corpus"])
+    assert result.exit_code == 2 and "expected a share" in result.output
