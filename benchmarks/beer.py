@@ -160,7 +160,7 @@ def main() -> None:
             history = json.loads((run / "metrics.json").read_text())["history"]
             supports = [epoch["support"] for epoch in history if "support" in epoch]
             saved = Budget.parse(config["budget"]) if "budget" in config else None
-            metrics_file = run / "test_metrics.json"
+            metrics_file = run / (f"test_metrics-{args.test_rate}-rate.json" if args.test_rate else "test_metrics.json")
             at_rate = ["--rate", str(target), "--rate-over", args.test_rate] if args.test_rate else []
             eval_cmd, _ = rationale("evaluate", str(run), str(data / "beer" / "annotations.json"),
                                     "--aspect", str(aspect), *at_rate, "--json", str(metrics_file))

@@ -195,6 +195,31 @@ def summary_table(rows: list[dict]) -> list[str]:
     return lines
 
 
+def keep_rule_section(rows: list[dict]) -> list[str]:
+    """The epoch each keep rule chose in runs that saved every epoch, and its test rationales."""
+    chosen = [r for r in rows if r.get("benchmark") == "keep_rule"]
+    if not chosen:
+        return []
+    lines = ["## Which epoch to keep: the lowest validation loss, or the lowest near the rate target", "",
+             "`benchmarks/keep_rules.py`: runs trained with `--save-epochs --patience 0` (no rule stops them",
+             "early, so every rule sees the same epochs); every epoch evaluated on the 994 annotated reviews",
+             "and the epoch each rule keeps looked up (`--keep best-loss`, `--keep best-loss-at-rate` at each",
+             "`--rate-tolerance`). `decoding`: the extractor's own, or the target held over the test corpus.",
+             "", "| run | extractor | aspect | target | decoding | rule | kept epoch | test precision % "
+             "| test selected % | best epoch on test (P %) |", "|" + "---|" * 10]
+    for r in chosen:
+        top = max(r["curve"], key=lambda c: c["precision"])
+        for c in r["choices"]:
+            rule = c["rule"] if c["tolerance"] is None else f"{c['rule']} ±{100 * c['tolerance']:g} pts"
+            lines.append(f"| {r['run']} | {r['extractor']}{' (dependent)' if r.get('dependent') else ''} "
+                         f"| {r['aspect']} | {100 * r['target']:g}% | {r['rate_over']} | {rule} | {c['epoch']} "
+                         f"| {100 * c['precision']:.1f} | {100 * c['selection_rate']:.1f} "
+                         f"| {top['epoch']} ({100 * top['precision']:.1f}) |")
+    lines += ["", "Commands:", ""]
+    lines += [f"- `{r['command']}` ({r['commit']})" for r in chosen]
+    return [*lines, ""]
+
+
 def write_report() -> None:
     rows = load()
     beer = [r for r in rows if r.get("benchmark") == "beer"]
@@ -231,6 +256,7 @@ def write_report() -> None:
                 out.append(f"- `{row['script']}` (commit {row['commit']})")
         out.append("")
         out += ["Each run's exact `rationale` commands are in `results.jsonl` (`command`).", ""]
+    out += keep_rule_section(rows)
     out += timing_section(
         rows, "demo_budget", "Every extractor on the demo corpus at one budget",
         ["`benchmarks/demo_extractors.py`: the synthetic demo corpus (gold rationales are 29.8% of the",

@@ -79,3 +79,17 @@ def test_false_positives_are_counted_by_the_other_aspects_gold(tmp_path):
     by_aspect = [read_records(tmp_path / "a.json", "beer-annotations", aspect=a) for a in range(5)]
     counts = errors.false_positives(by_aspect, 0, [[1, 0, 1, 1, 0, 1, 0]])
     assert counts == {"selected": 4, "true": 1, "aroma": 2, "palate": 0, "taste": 1, "overall": 0, "outside": 1}
+
+
+def test_keep_rules_looks_up_the_epoch_each_rule_keeps():
+    from rationale_cli.fit import Keep
+
+    chosen_epoch = load_script("keep_rules").chosen_epoch
+    history = [{"epoch": 1, "valid_loss": 0.05, "valid_selection_rate": 0.13},
+               {"epoch": 2, "valid_loss": 0.03, "valid_selection_rate": 0.20},  # lowest loss, far off the rate
+               {"epoch": 3, "valid_loss": 0.04, "valid_selection_rate": 0.12},
+               {"epoch": 4, "valid_loss": 0.04, "valid_selection_rate": 0.125}]  # ties epoch 3: the earlier
+    assert chosen_epoch(history, Keep()) == 2
+    assert chosen_epoch(history, Keep(0.13, 0.02)) == 3
+    assert chosen_epoch(history, Keep(0.13, 0.005)) == 4
+    assert chosen_epoch(history, Keep(0.13, 0.001)) == 1
