@@ -27,7 +27,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import append_result, git_commit  # noqa: E402
-from report import write_report  # noqa: E402
+from report import pct, write_report  # noqa: E402
 from rationale_cli import datasets  # noqa: E402
 from rationale_cli.fit import Keep  # noqa: E402
 from rationale_cli.inference import corpus_threshold, evaluate  # noqa: E402
@@ -65,7 +65,7 @@ def main() -> None:
         sys.exit(f"{run}: the extractor holds no selection rate, so the rules cannot differ")
     records = list(datasets.run_documents(args.data, first.config, aspect=args.aspect))
     curve = []
-    print(f"{'epoch':>5} {'valid loss':>10} {'valid rate':>10} {'test P':>7} {'test rate':>9}")
+    print(f"{'epoch':>5} {'valid loss':>10} {'valid rate %':>12} {'test P %':>8} {'test rate %':>11}")
     for h in history:
         loaded = load_run(run, "cpu", h["epoch"])
         if args.rate_over == "corpus":
@@ -73,8 +73,8 @@ def main() -> None:
         test = evaluate(loaded.model, loaded.vocab, loaded.task, records)
         curve.append({"epoch": h["epoch"], "valid_loss": h["valid_loss"], "valid_rate": h["valid_selection_rate"],
                       "precision": test["precision"], "selection_rate": test["selection_rate"]})
-        print(f"{h['epoch']:>5} {h['valid_loss']:>10.5f} {100 * h['valid_selection_rate']:>9.1f}% "
-              f"{100 * test['precision']:>6.1f}% {100 * test['selection_rate']:>8.1f}%", flush=True)
+        print(f"{h['epoch']:>5} {h['valid_loss']:>10.5f} {pct(h['valid_selection_rate']):>12} "
+              f"{pct(test['precision']):>8} {pct(test['selection_rate']):>11}", flush=True)
     rules = [("best-loss", None)] + [("best-loss-at-rate", t) for t in args.tolerances]
     choices = []
     for rule, tolerance in rules:
@@ -83,8 +83,8 @@ def main() -> None:
         choices.append({"rule": rule, "tolerance": tolerance, "epoch": epoch, "precision": point["precision"],
                         "selection_rate": point["selection_rate"]})
         shown = rule if tolerance is None else f"{rule} ±{tolerance:g}"
-        print(f"{shown:>26}: epoch {epoch}, test precision {100 * point['precision']:.1f}% "
-              f"at {100 * point['selection_rate']:.1f}%")
+        print(f"{shown:>26}: epoch {epoch}, test precision {pct(point['precision'])}% "
+              f"at {pct(point['selection_rate'])}%")
     config = read_json(run / "config.json")
     append_result({
         "benchmark": "keep_rule", "run": run.name, "extractor": config["extractor"], "aspect": config.get("aspect"),

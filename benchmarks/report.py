@@ -89,6 +89,11 @@ def fmt_mean(values: list[float], scale: float = 1.0, digits: int = 1) -> str:
     return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
 
 
+def pct(value: float | None) -> str:
+    """A share in percent, "-" for none."""
+    return "-" if value is None else f"{100 * value:.1f}"
+
+
 def shown_target(row: dict) -> str:
     """The training target of a beer run: k, or the selection rate held in training (and
     where the test reviews were decoded at it, over each review or over the corpus)."""
@@ -208,12 +213,12 @@ def keep_rule_section(rows: list[dict]) -> list[str]:
              "", "| run | extractor | aspect | target | decoding | rule | kept epoch | test precision % "
              "| test selected % | best epoch on test (P %) |", "|" + "---|" * 10]
     for r in chosen:
-        top = max(r["curve"], key=lambda c: c["precision"])
+        top = max((c for c in r["curve"] if c["precision"] is not None), key=lambda c: c["precision"])
         for c in r["choices"]:
             rule = c["rule"] if c["tolerance"] is None else f"{c['rule']} ±{100 * c['tolerance']:g} pts"
             lines.append(f"| {r['run']} | {r['extractor']}{' (dependent)' if r.get('dependent') else ''} "
                          f"| {r['aspect']} | {100 * r['target']:g}% | {r['rate_over']} | {rule} | {c['epoch']} "
-                         f"| {100 * c['precision']:.1f} | {100 * c['selection_rate']:.1f} "
+                         f"| {pct(c['precision'])} | {pct(c['selection_rate'])} "
                          f"| {top['epoch']} ({100 * top['precision']:.1f}) |")
     lines += ["", "Commands:", ""]
     lines += [f"- `{r['command']}` ({r['commit']})" for r in chosen]
@@ -345,9 +350,6 @@ def eraser_section(rows: list[dict]) -> list[str]:
     chosen = [r for r in rows if r.get("benchmark") == "eraser"]
     if not chosen:
         return []
-
-    def pct(x):
-        return "-" if x is None else f"{100 * x:.1f}"
 
     def num(x):
         return "-" if x is None else f"{x:.3f}"
