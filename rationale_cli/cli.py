@@ -293,10 +293,11 @@ def set_corpus_threshold(loaded, rate: str, records, batch_size: int, device) ->
     budget, loaded.model.test_rate = loaded.model.test_rate, None
     if budget.share is None:
         raise UserError(f"--rate {rate} --rate-over corpus: expected a share of the corpus's tokens, not a count")
-    if not records:
-        raise UserError("--rate-over corpus: no documents")
-    loaded.model.test_threshold = corpus_threshold(loaded.model, loaded.vocab, records, budget.share,
-                                                   batch_size=batch_size, device=device)
+    try:
+        loaded.model.test_threshold = corpus_threshold(loaded.model, loaded.vocab, records, budget.share,
+                                                       batch_size=batch_size, device=device)
+    except ValueError as err:
+        raise UserError(f"--rate-over corpus: {err}") from None
     return {"test_rate": budget.share, "test_rate_over": "corpus", "test_threshold": loaded.model.test_threshold}
 
 
@@ -598,10 +599,12 @@ def evaluate(
     check_score_outputs(json_out, per_document)
     if rate_over not in ("document", "corpus"):
         raise UserError(f"--rate-over {rate_over}: expected document or corpus")
+    if rate_over == "corpus" and rate is None:
+        raise UserError("--rate-over corpus: give the share to hold with --rate")
     loaded, dev = load_for_inference(run, device, epoch)
     records = list(datasets.run_documents(data, loaded.config, fmt=format, aspect=aspect, split=split))
     asked = {}
-    if rate_over == "corpus" and rate is not None:
+    if rate_over == "corpus":
         asked = set_corpus_threshold(loaded, rate, records, batch_size, dev)
     else:
         set_test_rate(loaded, rate)

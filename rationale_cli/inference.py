@@ -103,7 +103,7 @@ def corpus_threshold(model: RationaleModel, vocab: Vocab, records: Iterable[Reco
         model.train(was_training)
     scores = torch.cat(kept) if kept else torch.zeros(0)
     if scores.numel() == 0:
-        raise ValueError("no tokens to select from")
+        raise ValueError("the documents have no tokens to select")
     wanted = min(max(int(share * scores.numel() + 0.5), 1), scores.numel())
     return float(torch.topk(scores, wanted).values[-1])
 

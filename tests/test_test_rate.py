@@ -82,3 +82,5 @@ def test_a_corpus_rate_is_one_threshold_holding_the_share_over_all_documents(tmp
     assert all(row["selected"] == max(round(0.2 * row["tokens"]), 1) for row in rows["document"])
     result = runner.invoke(app, ["evaluate", str(run), "demo", "--rate", "10", "--rate-over", "corpus"])
     assert result.exit_code == 2 and "expected a share" in result.output
+    result = runner.invoke(app, ["evaluate", str(run), "demo", "--rate-over", "corpus"])
+    assert result.exit_code == 2 and "with --rate" in result.output
