@@ -96,9 +96,13 @@ def pct(value: float | None) -> str:
 
 def shown_target(row: dict) -> str:
     """The training target of a beer run: k, or the selection rate held in training (and
-    where the test reviews were decoded at it, over each review or over the corpus)."""
+    where the test reviews were decoded at it, over each review or over the corpus), or
+    sparse attention's strength gamma."""
     if row.get("k"):
         return f"k={row['k']}"
+    if row.get("extractor") == "sparse-attention":  # no rate: its strength steers the size (default 1)
+        gamma = re.search(r"--gamma (\S+)", row.get("script", ""))
+        return f"gamma {gamma.group(1) if gamma else 1}"
     if not row.get("selection_target"):
         return "-"
     over = f", test at it per {row['test_rate_over']}" if row.get("test_rate_over") else ""
@@ -252,7 +256,8 @@ def write_report() -> None:
                 "the mean number of masks with weight over training (sparse marginalization only).",
                 "`target`: the selection rate held in training (on the training reviews), or k; \"test at",
                 "it per corpus\": the test reviews decoded at that rate with one score threshold for all of",
-                "them (`evaluate --rate-over corpus`), \"per document\": each review at that share.", ""]
+                "them (`evaluate --rate-over corpus`), \"per document\": each review at that share; for",
+                "sparse attention, which holds no rate, its strength `--gamma` (smaller is sparser).", ""]
         notes = [r for r in beer if r.get("note")]
         if notes:
             out += ["Notes on individual runs:", ""]
