@@ -270,18 +270,22 @@ RATE_HELP = ("Hold each document's rationale at this size: a share of its tokens
              "best-scored tokens (default: the extractor's own decoding).")
 
 
-def set_test_rate(loaded, rate: Optional[str]) -> None:
-    """Decode at ``rate`` (a budget: share or count) instead of the extractor's own decision."""
-    if rate is None:
-        return
+def test_budget(loaded, rate: str):
+    """``rate`` as a :class:`models.budget.Budget` for the loaded run, or one error line."""
     from models.budget import Budget
 
     if loaded.config.extractor == "full":
         raise UserError("--rate: the full extractor scores every token alike, so it has no best tokens to keep")
     try:
-        loaded.model.test_rate = Budget.parse(rate)
+        return Budget.parse(rate)
     except ValueError as err:
         raise UserError(f"--rate {err}") from None
+
+
+def set_test_rate(loaded, rate: Optional[str]) -> None:
+    """Decode at ``rate`` (a budget: share or count) instead of the extractor's own decision."""
+    if rate is not None:
+        loaded.model.test_rate = test_budget(loaded, rate)
 
 
 def set_corpus_threshold(loaded, rate: str, records, batch_size: int, device) -> dict:
@@ -289,8 +293,7 @@ def set_corpus_threshold(loaded, rate: str, records, batch_size: int, device) ->
     ``records``' tokens (:func:`rationale_cli.inference.corpus_threshold`); what to report of it."""
     from rationale_cli.inference import corpus_threshold
 
-    set_test_rate(loaded, rate)  # the same checks
-    budget, loaded.model.test_rate = loaded.model.test_rate, None
+    budget = test_budget(loaded, rate)
     if budget.share is None:
         raise UserError(f"--rate {rate} --rate-over corpus: expected a share of the corpus's tokens, not a count")
     try:

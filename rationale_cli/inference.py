@@ -47,6 +47,21 @@ def rounded(values: Tensor, decimals: int) -> Tensor:
     return values.detach().cpu().double().mul_(scale).round_().div_(scale).add_(0.0)
 
 
+def decoded_batches(model: RationaleModel, vocab: Vocab, records: Iterable[Record], batch_size: int,
+                    device: str | torch.device, task: Task | None = None):
+    """Each batch of ``records`` (``capped_batches``) with its decoding ``(chunk, batch, z, scores,
+    outputs)``, the model in eval mode meanwhile; with ``task``, labelled batches carry targets."""
+    was_training = model.training
+    model.eval()
+    try:
+        for chunk in capped_batches(records, batch_size):
+            labelled = task is not None and all(r.label is not None for r in chunk)
+            batch = make_batch(chunk, vocab, task if labelled else None, device)
+            yield (chunk, batch, *model.decode(batch.ids, batch.mask, batch.visible))
+    finally:
+        model.train(was_training)
+
+
 def run(
     model: RationaleModel,
     vocab: Vocab,
@@ -59,29 +74,22 @@ def run(
     """Decoded rationale and prediction per document, in input order, streaming (without
     gradients; not under ``torch.inference_mode``, since some extractors' test-time
     marginals are gradients of their log-partition)."""
-    was_training = model.training
-    model.eval()
-    try:
-        for chunk in capped_batches(records, batch_size):
-            labelled = all(r.label is not None for r in chunk)
-            batch = make_batch(chunk, vocab, task if labelled else None, device)
-            z, scores, outputs = model.decode(batch.ids, batch.mask, batch.visible)
-            losses = task.loss(outputs, batch.targets).tolist() if labelled else [None] * len(chunk)
-            selected, scores = (z != 0).int().tolist(), rounded(scores, 4).tolist()
-            unknown = ((batch.ids == vocab.stoi[UNK]) & (batch.mask > 0)).sum(1).tolist()
-            for row, (record, (prediction, extra)) in enumerate(zip(chunk, task.describe(outputs.cpu()))):
-                n = len(record.tokens)
-                yield Output(
-                    record=record,
-                    selected=selected[row][:n],
-                    scores=scores[row][:n],
-                    prediction=prediction,
-                    extra=extra,
-                    loss=losses[row],
-                    unknown=unknown[row],
-                )
-    finally:
-        model.train(was_training)
+    for chunk, batch, z, scores, outputs in decoded_batches(model, vocab, records, batch_size, device, task):
+        labelled = batch.targets is not None
+        losses = task.loss(outputs, batch.targets).tolist() if labelled else [None] * len(chunk)
+        selected, scores = (z != 0).int().tolist(), rounded(scores, 4).tolist()
+        unknown = ((batch.ids == vocab.stoi[UNK]) & (batch.mask > 0)).sum(1).tolist()
+        for row, (record, (prediction, extra)) in enumerate(zip(chunk, task.describe(outputs.cpu()))):
+            n = len(record.tokens)
+            yield Output(
+                record=record,
+                selected=selected[row][:n],
+                scores=scores[row][:n],
+                prediction=prediction,
+                extra=extra,
+                loss=losses[row],
+                unknown=unknown[row],
+            )
 
 
 def corpus_threshold(model: RationaleModel, vocab: Vocab, records: Iterable[Record], share: float, *,
@@ -90,17 +98,10 @@ def corpus_threshold(model: RationaleModel, vocab: Vocab, records: Iterable[Reco
     under the extractor's own decoding: as ``model.test_threshold``, decoding then keeps ``share``
     of the corpus's tokens (more where scores tie at the threshold, fewer where fewer are scored
     above 0), each document those scored at least that."""
-    was_training = model.training
-    model.eval()
     kept = []
-    try:
-        for chunk in capped_batches(records, batch_size):
-            batch = make_batch(chunk, vocab, None, device)
-            _, scores, _ = model.decode(batch.ids, batch.mask, batch.visible)
-            selectable = batch.mask if batch.visible is None else batch.mask - batch.visible
-            kept.append(scores[selectable > 0].float().cpu())
-    finally:
-        model.train(was_training)
+    for _, batch, _, scores, _ in decoded_batches(model, vocab, records, batch_size, device):
+        selectable = batch.mask if batch.visible is None else batch.mask - batch.visible
+        kept.append(scores[selectable > 0].float().cpu())
     scores = torch.cat(kept) if kept else torch.zeros(0)
     if scores.numel() == 0:
         raise ValueError("the documents have no tokens to select")
