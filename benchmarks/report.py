@@ -287,9 +287,11 @@ def write_report() -> None:
     out += timing_section(
         rows, "step_cost", "Cost of one training step",
         ["Forward, backward and Adam update on one batch, median of repeats, every variant measured",
-         "side by side in one run (ratio to the full-text model of the same run)."],
+         "side by side in one run (ratio to the full-text model of the same run). Rows of a trained",
+         "run over several batches of its reviews (B x T lists each batch's T) sum their steps."],
         ["variant", "encoder", "B x T", "device", "threads", "ms / step", "x full"],
-        lambda r: [r["variant"], r["encoder"], f"{r['batch']} x {r['length']}", r["device"], r["threads"],
+        lambda r: [r["variant"], r["encoder"], f"{r['batch']} x {'/'.join(map(str, r.get('batches', [r['length']])))}",
+                   r["device"], r["threads"],
                    f"{r['ms']:.0f}", f"{r['ratio_to_full']:.2f}" if r.get("ratio_to_full") else "-"])
     out += timing_section(
         rows, "relaxation_speed", "Top-k relaxations: forward + backward",

@@ -9,8 +9,9 @@ measured side by side in one run (same batch, same encoder, same sizes).
     python benchmarks/step_cost.py --run RUN_DIR --data reviews.aspect0.heldout.txt.gz --aspect 0 \
         --batch 64 --max-support 4
 
-With ``--run`` it times a trained run's own model on one batch of ``--data`` formed as
-training forms them (similar lengths), a step where training took it (a mask-set
+With ``--run`` it times a trained run's own model on ``--batches`` batches of ``--data`` formed
+as training forms them (similar lengths within a batch; the sum of their steps, since a
+support grows with the review's length), a step where training took it (a mask-set
 selector's supports are then far smaller than at initialization), uncapped and with
 each ``--max-support`` cap, against a full-text model of the same sizes on that batch.
 
@@ -22,6 +23,7 @@ appends them to benchmarks/results.jsonl and regenerates RESULTS.md.
 from __future__ import annotations
 
 import copy
+import itertools
 import dataclasses
 import math
 import random
@@ -86,8 +88,9 @@ def time_run(args, device, device_name: str) -> None:
     """``--run``: the trained model and its capped variants against a full-text model of the
     same sizes, on real reviews."""
     run = load_run(args.run, device)
-    records = next(length_batches(read_records(args.data, aspect=args.aspect), args.batch, rng=random.Random(0)))
-    batch = make_batch(records, run.vocab, run.task, device)
+    groups = itertools.islice(length_batches(read_records(args.data, aspect=args.aspect), args.batch,
+                                             rng=random.Random(0)), args.batches)
+    batches = [make_batch(records, run.vocab, run.task, device) for records in groups]
     torch.manual_seed(0)
     models = {"full": build_model(run.config, len(run.vocab), run.task, selector="full")}
     for cap in [None, *args.max_support]:
@@ -95,18 +98,22 @@ def time_run(args, device, device_name: str) -> None:
         if hasattr(model.selector.options, "max_support"):  # the run's own cap is one of the variants
             model.selector.options = dataclasses.replace(model.selector.options, max_support=cap)
         models[run.config.extractor + ("" if cap is None else f"-support-{cap}")] = model
-    print(f"{args.run}: B={len(records)} T<={batch.ids.shape[1]} encoder={run.config.encoder} "
+    lengths = [batch.ids.shape[1] for batch in batches]
+    print(f"{args.run}: {len(batches)} batches of B={args.batch}, T<={lengths} encoder={run.config.encoder} "
           f"threads={args.threads} device={device}")
     timings = {}
     for name, model in models.items():
         model.to(device).train()
         with torch.no_grad():
-            support = model(batch.ids, batch.mask)[0].stats.get("support")
-        if support is not None:
-            name = f"{name} (support {float(support):.1f})"
+            supports = [model(batch.ids, batch.mask)[0].stats.get("support") for batch in batches]
+        if supports[0] is not None:
+            name = f"{name} (support {', '.join(f'{float(s):.1f}' for s in supports)})"
         optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=1e-6)
-        timings[name] = timed(lambda: training_step(model, run.task, batch, optimizer, 5.0), args.repeats, device)
-    sizes = {"encoder": run.config.encoder, "batch": len(records), "length": batch.ids.shape[1],
+        each = [timed(lambda: training_step(model, run.task, batch, optimizer, 5.0), args.repeats, device)
+                for batch in batches]
+        print(f"{name:20s} per batch: {', '.join(f'{ms:.1f}' for ms in each)} ms")
+        timings[name] = sum(each)
+    sizes = {"encoder": run.config.encoder, "batch": args.batch, "length": max(lengths), "batches": lengths,
              "embedding": run.config.embedding_dim, "hidden": run.config.hidden_size, "run": Path(args.run).name}
     record_timings(timings, args, device_name, sizes)
 
@@ -136,6 +143,8 @@ def main() -> None:
     parser.add_argument("--run", default=None, help="a trained run directory to time (with --data)")
     parser.add_argument("--data", default=None, help="reviews for --run, read with its vocabulary")
     parser.add_argument("--aspect", type=int, default=None, help="the beer aspect of --data")
+    parser.add_argument("--batches", type=int, default=4,
+                        help="with --run: time this many batches (of different lengths) and sum their steps")
     parser.add_argument("--max-support", type=int, nargs="*", default=[],
                         help="with --run: also time its mask-set selector capped at these support sizes")
     args = parser.parse_args()

@@ -88,8 +88,7 @@ class RationaleModel(nn.Module):
         gate = masks * padding
         read = gate if self.predictor_encoder.skips_unselected else padding
         tokens = TokenRows(ids, self.embed.weight, gate) if ids is not None and rows is None else None
-        _, summary = self.predictor_encoder.gated(emb, gate, read, rows, tokens, skip=skip_zeros)
-        return self.output(summary)
+        return self.output(self.predictor_encoder.gated(emb, gate, read, rows, tokens, skip=skip_zeros))
 
     def forward(self, ids: Tensor, mask: Tensor, visible: Tensor | None = None) -> tuple[Selection, Tensor]:
         """Training pass: the selection and the predictor's outputs for each of its masks.

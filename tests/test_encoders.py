@@ -466,31 +466,36 @@ def test_training_scan_over_the_read_steps_only_gives_the_same_values_and_gradie
     assert all(torch.allclose(a, b, atol=1e-12) for a, b in zip(grads, skipped_grads))
 
 
+@pytest.mark.parametrize("skip", [True, False])
 @pytest.mark.parametrize("kind,layers", [("cnn", 1), ("cnn", 2), ("rcnn", 1), ("lstm", 1)])
-def test_gated_documents_share_one_dropout_draw_and_the_cnn_reads_them_from_tap_products(kind, layers):
-    """``gated(x, gates, mask, rows)`` in training is ``forward(dropout(x)[rows] * gate)`` with
+def test_gated_documents_share_one_dropout_draw_and_the_cnn_reads_them_from_tap_products(kind, layers, skip):
+    """``gated(x, gates, mask, rows)`` in training is ``forward(dropout(x)[rows] * gate)[1]`` with
     one dropout draw per document (the same seed gives the same draw), in values and in
-    every gradient; the CNN computes it from each document's tap products, not by convolving
-    each gated copy."""
+    every gradient (the gates' too, unless ``skip`` says they need none); with ``skip`` the
+    CNN computes it from each document's tap products at the positions the gates reach, not
+    by convolving each gated copy."""
     torch.manual_seed(0)
     enc = build_encoder(kind, IN, HID, bidirectional=True, dropout=0.5, layers=layers).double().train()
     x = torch.randn(4, 7, IN, dtype=torch.float64, requires_grad=True)
     rows = torch.tensor([0, 0, 1, 3, 3, 3])  # document 2 has no gate
-    gate = (torch.rand(6, 7) < 0.5).double()
+    gate = (torch.rand(6, 7) < 0.5).double() * torch.rand(6, 7, dtype=torch.float64)
     gate[2, 5:] = 0  # document 1 is shorter
+    gate[4] = 0  # a gate that reaches no position: its summary comes from the bias alone
+    gate[5, 2:] = 1  # one whose every position is reached
+    gate.requires_grad_(not skip)
     mask = torch.ones(6, 7, dtype=torch.float64)
     mask[2, 5:] = 0
     read = gate if enc.skips_unselected else mask
 
     def run(encode):
         torch.manual_seed(11)
-        states, summary = encode()
-        loss = (states * torch.linspace(-1, 1, states.shape[-1], dtype=torch.float64)).sum() + summary.square().sum()
-        grads = torch.autograd.grad(loss, [x, *enc.parameters()])
-        return states.detach(), summary.detach(), grads
+        summary = encode()
+        loss = (summary * torch.linspace(-1, 1, summary.shape[-1], dtype=torch.float64)).sum() + summary.square().sum()
+        grads = torch.autograd.grad(loss, [x, *([] if skip else [gate]), *enc.parameters()])
+        return summary.detach(), grads
 
-    fast = run(lambda: enc.gated(x, gate, read, rows))
-    plain = run(lambda: enc(enc.dropout(x)[rows] * gate.unsqueeze(-1), read, dropped=True))
-    assert torch.allclose(fast[0], plain[0]) and torch.allclose(fast[1], plain[1])
-    for a, b in zip(fast[2], plain[2]):
+    fast = run(lambda: enc.gated(x, gate, read, rows, skip=skip))
+    plain = run(lambda: enc(enc.dropout(x)[rows] * gate.unsqueeze(-1), read, skip=skip, dropped=True)[1])
+    assert torch.allclose(fast[0], plain[0])
+    for a, b in zip(fast[1], plain[1]):
         assert torch.allclose(a, b)

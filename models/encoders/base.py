@@ -92,15 +92,15 @@ class Encoder(nn.Module):
         return x if dropped else self.dropout(x)
 
     def gated(self, x: Tensor, gate: Tensor, mask: Tensor, rows: Tensor | None = None,
-              tokens: TokenRows | None = None, skip: bool = False) -> tuple[Tensor, Tensor]:
-        """The encoding of ``x [B, T, D]`` under gates ``[R, T]``, gate r over document ``rows[r]``
-        (``rows`` None: gate r over document r): ``forward(x[rows] * gate, mask)`` with the
-        padding or read ``mask [R, T]``. With ``rows``, a document's gates share one draw of
-        the input dropout (``dropout(x) z`` is ``x z`` dropped out), so their encodings differ
-        by the gates alone; an encoder may then skip forming the R gated copies."""
+              tokens: TokenRows | None = None, skip: bool = False) -> Tensor:
+        """The summary ``[R, H]`` of ``x [B, T, D]`` under gates ``[R, T]``, gate r over document
+        ``rows[r]`` (``rows`` None: gate r over document r): ``forward(x[rows] * gate, mask)[1]``
+        with the padding or read ``mask [R, T]``. With ``rows``, a document's gates share one
+        draw of the input dropout (``dropout(x) z`` is ``x z`` dropped out), so their encodings
+        differ by the gates alone; an encoder may then skip forming the R gated copies."""
         if rows is None:
-            return self(x * gate.unsqueeze(-1), mask, tokens, skip=skip)
-        return self(self.input_dropout(x)[rows] * gate.unsqueeze(-1), mask, skip=skip, dropped=True)
+            return self(x * gate.unsqueeze(-1), mask, tokens, skip=skip)[1]
+        return self(self.input_dropout(x)[rows] * gate.unsqueeze(-1), mask, skip=skip, dropped=True)[1]
 
 
 def without_grad(module: nn.Module, x: Tensor) -> bool:

@@ -20,7 +20,8 @@ zero to every window), and the first layer from each word's products, kept betwe
 batches, when the input's :class:`~models.encoders.base.TokenRows` are given: the same
 convolution with a fraction of the arithmetic. In training, a predictor reading several
 masks of each document (SparseMAP's support) computes the first layer's tap products once
-per document and gates them per mask (:meth:`CNNEncoder.gated`).
+per document and gates them per mask, at the positions a mask reaches
+(:meth:`CNNEncoder.gated`).
 """
 
 from __future__ import annotations
@@ -75,30 +76,42 @@ class CNNEncoder(Encoder):
         return states, states.amax(dim=1) if inference else states.max(dim=1).values
 
     def gated(self, x: Tensor, gate: Tensor, mask: Tensor, rows: Tensor | None = None,
-              tokens: TokenRows | None = None, skip: bool = False) -> tuple[Tensor, Tensor]:
-        """With ``rows`` (ascending) and gradients (several masks per document in training), the
-        first layer from each document's tap products, one matrix product per document instead
-        of a convolution per gate: ``conv(x z)_t = b + sum_j z_{t+j-c} (x W_j)_{t+j-c}``
-        (c = K // 2), the gates laid out ``[B, S, T]`` so that each product broadcasts over a
-        document's gates (and its gradient sums over them)."""
-        if rows is None or not self.convs or x.shape[1] == 0 or without_grad(self, x):
+              tokens: TokenRows | None = None, skip: bool = False) -> Tensor:
+        """With ``rows`` (ascending), gradients (several masks per document in training) and
+        ``skip`` (the gates' zeros need no gradient), the first layer from each document's tap
+        products, one matrix product per document instead of a convolution per gate:
+        ``conv(x z)_t = b + sum_j z_{t+j-c} (x W_j)_{t+j-c}`` (c = K // 2). That sum is
+        computed only at the positions whose window holds a nonzero gate (a short rationale's
+        few); everywhere else in the text it is the bias b, which enters the max-pooling once
+        per gate. (A tie for a gate's maximum may pass the pooling's gradient to another of
+        the tied positions than the convolution would.)"""
+        if rows is None or not skip or not self.convs or x.shape[1] == 0 or without_grad(self, x):
             return super().gated(x, gate, mask, rows, tokens, skip)
         first = self.convs[0]
         (B, T, _), K = x.shape, self.kernel_size
         products = (self.input_dropout(x).reshape(B * T, -1) @ kernel_taps(first)).view(B, T, K, -1)
-        padded = F.pad(products, (0, 0, 0, 0, K // 2, K // 2))  # [B, T + K - 1, K, H]
-        reach = torch.stack([padded[:, j : j + T, j] for j in range(K)], 2)  # reach[b, t, j] = (x W_j)_{t+j-c}
-        counts = torch.bincount(rows, minlength=B)
-        slot = torch.arange(len(rows), device=rows.device) - (counts.cumsum(0) - counts)[rows]
-        gates = gate.new_zeros(B, int(counts.max()), T)
-        gates[rows, slot] = gate
-        shifted = F.pad(gates, (K // 2, K // 2)).unfold(-1, K, 1)  # [B, S, T, K]: gate at t + j - c
-        out = first.bias + sum(shifted[..., j, None] * reach[:, None, :, j] for j in range(K))  # [B, S, T, H]
-        real = (mask > 0).unsqueeze(-1).to(x.dtype)
-        states = torch.relu(out[rows, slot]) * real
-        for conv in self.convs[1:]:
-            states = layer(conv, states, real)
-        return states, states.max(dim=1).values
+        padded = F.pad(products, (0, 0, 0, 0, K // 2, K // 2))  # [B, T + K - 1, K, H]: tap j of x_{t-c}
+        window = F.pad(gate, (K // 2, K // 2)).unfold(-1, K, 1)  # [R, T, K]: the gate at t + j - c
+        real = mask > 0
+        reached = (window != 0).any(-1) & real
+        gates, position = reached.nonzero(as_tuple=True)
+        taps = torch.arange(K, device=x.device)
+        reach = padded[rows[gates, None], position[:, None] + taps, taps]  # [N, K, H]: (x W_j)_{t+j-c}
+        states = torch.relu((window[gates, position].unsqueeze(-1) * reach).sum(1) + first.bias)  # [N, H]
+        rest = torch.relu(first.bias).expand(len(gate), -1) * (real & ~reached).any(-1, keepdim=True)
+        if len(self.convs) > 1:  # the later layers read every position
+            dense = (rest.unsqueeze(1) * real.unsqueeze(-1)).index_put((gates, position), states)
+            real = real.unsqueeze(-1).to(x.dtype)
+            for conv in self.convs[1:]:
+                dense = layer(conv, dense, real)
+            return dense.max(dim=1).values
+        # max-pool each gate's reached positions and its rest (states >= 0: empty slots hold 0)
+        counts = torch.bincount(gates, minlength=len(gate))
+        slot = torch.arange(len(gates), device=x.device) - (counts.cumsum(0) - counts)[gates]
+        pooled = states.new_zeros(len(gate), int(counts.max()) + 1, states.shape[-1])
+        pooled = pooled.index_put((gates, slot), states)
+        pooled[:, -1] = rest
+        return pooled.max(dim=1).values
 
 
 SPARSE_SHARE = 0.5  # below this share of nonzero rows, an inference layer reads only those
