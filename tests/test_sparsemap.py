@@ -6,14 +6,25 @@ import pytest
 import torch
 from qp import solve_qp
 
-from models.distributions.sparsemap import budget_oracle, solve_sparsemap, sparsemap
+import models.distributions.sparsemap as sparsemap_module
+from models.distributions.sparsemap import (budget_oracle, budget_projection, greedy_masks, solve_sparsemap,
+                                            sparsemap)
+
+
+@pytest.fixture(params=[True, False], ids=["closed-form-start", "oracle-start"])
+def start(request, monkeypatch):
+    """Run a test with either start of Algorithm 1 (the closed form is the default)."""
+    solve = sparsemap_module.solve_sparsemap
+    monkeypatch.setattr(sparsemap_module, "solve_sparsemap",
+                        lambda *args, **kw: solve(*args, **kw, closed_form=request.param))
+    return request.param
 
 
 def solve_one(t, budget, w=None):
     """One document's support as numpy columns ``[n, s]`` and its weights ``[s]``."""
     row = torch.from_numpy(np.asarray(t, float))[None]
     pair = None if w is None else torch.from_numpy(np.asarray(w, float))[None]
-    masks, weights, sizes = solve_sparsemap(row, torch.ones_like(row), torch.tensor([budget]), pair)
+    masks, weights, sizes = sparsemap_module.solve_sparsemap(row, torch.ones_like(row), torch.tensor([budget]), pair)
     return masks[0, : sizes[0]].T.numpy(), weights[0, : sizes[0]].numpy()
 
 
@@ -37,7 +48,7 @@ def test_budget_oracle_takes_the_best_positive_scores():
 
 
 @pytest.mark.parametrize("seed", range(8))
-def test_marginals_are_the_projection_onto_the_budget_polytope(seed):
+def test_marginals_are_the_projection_onto_the_budget_polytope(seed, start):
     rng = np.random.default_rng(seed)
     n = int(rng.integers(2, 10))
     t = rng.normal(size=n) * 1.5 + 0.3
@@ -49,7 +60,7 @@ def test_marginals_are_the_projection_onto_the_budget_polytope(seed):
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_marginals_match_entmax_budget_sparsemax_where_the_budget_binds(seed):
+def test_marginals_match_entmax_budget_sparsemax_where_the_budget_binds(seed, start):
     """Where the projection puts the whole budget on the tokens, it is entmax's
     budget-constrained sparsemax (the projection onto {0 <= p <= 1, sum p = B})."""
     from entmax.root_finding import budget_bisect
@@ -84,7 +95,7 @@ def test_max_support_keeps_the_most_probable_masks_renormalized():
     assert torch.equal(kept_masks, masks.gather(1, top.indices.unsqueeze(-1).expand(-1, -1, 8)))
 
 
-def test_batched_supports_padding_and_weights():
+def test_batched_supports_padding_and_weights(start):
     torch.manual_seed(0)
     scores = torch.randn(3, 7, dtype=torch.float64)
     mask = torch.ones(3, 7, dtype=torch.float64)
@@ -100,7 +111,7 @@ def test_batched_supports_padding_and_weights():
         np.testing.assert_allclose(marginals.numpy(), expected, atol=1e-5)
 
 
-def test_gradcheck_of_the_backward_pass():
+def test_gradcheck_of_the_backward_pass(start):
     torch.manual_seed(1)
     scores = (torch.randn(2, 6, dtype=torch.float64) * 0.5 + 0.3).requires_grad_(True)
     mask = torch.ones(2, 6, dtype=torch.float64)
@@ -251,7 +262,7 @@ def test_long_runs_of_support_changes_stay_exact():
     torch.manual_seed(0)
     scores = ((torch.rand(4, 150) * 0.5 - 0.3) * 20 + 0.4).double()
     budgets = torch.full((4,), 20)
-    masks, weights, sizes = solve_sparsemap(scores, torch.ones_like(scores), budgets)
+    masks, weights, sizes = solve_sparsemap(scores, torch.ones_like(scores), budgets, closed_form=False)
     # the projection is clip(t - tau, 0, 1) with tau >= 0 the least that meets the budget
     low, high = torch.zeros(4, 1, dtype=torch.float64), scores.max(-1, keepdim=True).values
     for _ in range(200):
@@ -297,3 +308,70 @@ def test_only_weighted_masks_are_read_with_the_same_loss_and_gradients(extractor
     for a, b in zip(packed_grads, full_grads):
         assert (a is None and b is None) or torch.allclose(a, b, atol=1e-10)
 
+
+
+def random_marginals(seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Scores, padding mask and budgets of a batch whose projections have tokens at 0, at 1
+    and between, with and without a binding budget, one document empty of tokens."""
+    torch.manual_seed(seed)
+    scores = torch.randn(6, 12, dtype=torch.float64) * torch.tensor([0.3, 1.0, 2.0, 0.2, 4.0, 1.0])[:, None] + 0.5
+    mask = torch.ones(6, 12, dtype=torch.float64)
+    mask[1, 7:] = 0
+    mask[5] = 0
+    return scores, mask, torch.tensor([3, 2, 5, 12, 1, 2])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_budget_projection_is_the_qp_projection(seed):
+    scores, mask, budgets = random_marginals(seed)
+    mu = budget_projection(scores, mask, budgets)
+    assert torch.all(mu[mask == 0] == 0)
+    for row in range(5):
+        n = int(mask[row].sum())
+        expected = budget_projection_qp(scores[row, :n].numpy(), int(budgets[row]))
+        np.testing.assert_allclose(mu[row, :n].numpy(), expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_greedy_masks_decompose_the_marginals_into_affinely_independent_masks(seed):
+    """The masks' mixture is the marginals exactly; each mask holds ceil(sum mu) tokens or one
+    fewer; the first is the MAP mask (the largest marginals); the masks are affinely
+    independent (the KKT matrix is invertible); about one mask per fractional marginal."""
+    scores, mask, budgets = random_marginals(seed)
+    mu = budget_projection(scores, mask, budgets)
+    masks, weights = greedy_masks(mu)
+    assert torch.allclose((weights.unsqueeze(-1) * masks).sum(1), mu, atol=1e-12)
+    assert torch.allclose(weights.sum(-1), torch.ones(6, dtype=torch.float64))
+    for row in range(6):
+        used = weights[row] > 0
+        support, size = masks[row, used], int(torch.ceil(mu[row].sum() - 1e-12))
+        assert torch.all((support.sum(-1) == size) | (support.sum(-1) == size - 1))
+        assert torch.all(support.sum(-1) <= budgets[row])
+        fractional = int(((mu[row] > 0) & (mu[row] < 1)).sum())
+        assert len(support) <= fractional + 1
+        bordered = torch.cat([support, torch.ones(len(support), 1, dtype=torch.float64)], -1)
+        assert torch.linalg.matrix_rank(bordered) == len(support)
+        top = mu[row].topk(int(support[0].sum())).indices
+        assert torch.equal(support[0].nonzero().flatten().sort().values, top.sort().values)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_closed_form_start_is_optimal_at_once(seed, monkeypatch):
+    """From the closed form, Algorithm 1 asks its oracle once and adds no mask, and ends at the
+    projection, as from the oracle's mask.
+    (The two supports differ: a projection has many decompositions into masks.)"""
+    scores, mask, budgets = random_marginals(seed)
+    calls = []
+    monkeypatch.setattr(sparsemap_module, "budget_oracle",
+                        lambda *args: calls.append(1) or budget_oracle(*args))
+    added = []
+    add = sparsemap_module.Supports.add
+    monkeypatch.setattr(sparsemap_module.Supports, "add", lambda self, rows, *a: added.append(int(rows.sum())) or add(self, rows, *a))
+    masks, weights, _ = solve_sparsemap(scores, mask, budgets)
+    assert len(calls) == 1 and sum(added) == 0
+    calls.clear()
+    cold_masks, cold_weights, _ = solve_sparsemap(scores, mask, budgets, closed_form=False)
+    assert len(calls) > 2 and sum(added) > 0  # the oracle start builds its supports one mask at a time
+    marginals = (weights.unsqueeze(-1) * masks).sum(1)
+    assert torch.allclose(marginals, budget_projection(scores, mask, budgets), atol=1e-9)
+    assert torch.allclose(marginals, (cold_weights.unsqueeze(-1) * cold_masks).sum(1), atol=1e-9)
