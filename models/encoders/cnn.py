@@ -83,8 +83,8 @@ class CNNEncoder(Encoder):
         ``conv(x z)_t = b + sum_j z_{t+j-c} (x W_j)_{t+j-c}`` (c = K // 2). That sum is
         computed only at the positions whose window holds a nonzero gate (a short rationale's
         few); everywhere else in the text it is the bias b, which enters the max-pooling once
-        per gate. (A tie for a gate's maximum may pass the pooling's gradient to another of
-        the tied positions than the convolution would.)"""
+        per gate. (The tied maxima of a gate share the pooling's gradient, where the convolution
+        passes it to the first: the same for the ties at 0 that ReLU leaves.)"""
         if rows is None or not skip or not self.convs or x.shape[1] == 0 or without_grad(self, x):
             return super().gated(x, gate, mask, rows, tokens, skip)
         first = self.convs[0]
@@ -96,8 +96,10 @@ class CNNEncoder(Encoder):
         reached = (window != 0).any(-1) & real
         gates, position = reached.nonzero(as_tuple=True)
         taps = torch.arange(K, device=x.device)
-        reach = padded[rows[gates, None], position[:, None] + taps, taps]  # [N, K, H]: (x W_j)_{t+j-c}
-        states = torch.relu((window[gates, position].unsqueeze(-1) * reach).sum(1) + first.bias)  # [N, H]
+        reach = (rows[gates, None] * (T + K - 1) + position[:, None] + taps) * K + taps  # rows of (x W_j)_{t+j-c}
+        states = F.embedding_bag(reach, padded.view(-1, padded.shape[-1]), mode="sum",
+                                 per_sample_weights=window[gates, position])  # [N, H]
+        states = torch.relu(states + first.bias)
         rest = torch.relu(first.bias).expand(len(gate), -1) * (real & ~reached).any(-1, keepdim=True)
         if len(self.convs) > 1:  # the later layers read every position
             dense = (rest.unsqueeze(1) * real.unsqueeze(-1)).index_put((gates, position), states)
@@ -105,13 +107,10 @@ class CNNEncoder(Encoder):
             for conv in self.convs[1:]:
                 dense = layer(conv, dense, real)
             return dense.max(dim=1).values
-        # max-pool each gate's reached positions and its rest (states >= 0: empty slots hold 0)
-        counts = torch.bincount(gates, minlength=len(gate))
-        slot = torch.arange(len(gates), device=x.device) - (counts.cumsum(0) - counts)[gates]
-        pooled = states.new_zeros(len(gate), int(counts.max()) + 1, states.shape[-1])
-        pooled = pooled.index_put((gates, slot), states)
-        pooled[:, -1] = rest
-        return pooled.max(dim=1).values
+        # max-pool each gate's reached positions (states >= 0: starting from 0 changes nothing) and its rest
+        pooled = states.new_zeros(len(gate), states.shape[-1])
+        pooled = pooled.scatter_reduce(0, gates[:, None].expand_as(states), states, "amax")
+        return torch.maximum(pooled, rest)
 
 
 SPARSE_SHARE = 0.5  # below this share of nonzero rows, an inference layer reads only those
