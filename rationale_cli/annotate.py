@@ -200,12 +200,13 @@ class Job:
 
     def identity(self, run: Run) -> dict:
         source = Path(self.input)
-        rate = run.model.test_rate
+        rate, threshold = run.model.test_rate, run.model.test_threshold
         return {"input": file_identity(source) if source.is_file() else {"path": self.input},
                 "model": model_identity(run),
                 "options": {**self.reader, "batch_size": self.batch_size, "window": self.window,
                             "shard": str(self.shard), "output_format": self.output_format,
-                            **({"rate": str(rate)} if rate is not None else {})}}
+                            **({"rate": str(rate)} if rate is not None else {}),
+                            **({"threshold": threshold} if threshold is not None else {})}}
 
 
 def annotate(job: Job, run: Run, records: Iterable[Record], device, *, force: bool = False,
@@ -331,8 +332,8 @@ def start_workers(count: int, run: Run) -> tuple[list[Connection], list]:
     try:
         for _ in range(count):
             link, theirs = context.Pipe()
-            process = context.Process(target=serve_windows, args=(theirs, str(run.path), run.model.test_rate),
-                                      daemon=True)
+            process = context.Process(target=serve_windows, daemon=True, args=(
+                theirs, str(run.path), run.model.test_rate, run.model.test_threshold))
             process.start()
             theirs.close()  # theirs only: a dead worker's pipe then reads as closed here
             links.append(link)
@@ -358,7 +359,7 @@ def stop_workers(links: list[Connection], processes: list) -> None:
         link.close()
 
 
-def serve_windows(link: Connection, path: str, rate) -> None:
+def serve_windows(link: Connection, path: str, rate, threshold: float | None) -> None:
     """A worker: the run loaded once, one torch thread; windows in, ``(True, outputs)`` or
     ``(False, error)`` out, until told to stop or this end of the pipe closes."""
     import torch
@@ -368,7 +369,7 @@ def serve_windows(link: Connection, path: str, rate) -> None:
     torch.set_num_threads(1)
     keep_freed_memory()
     run = load_run(path, "cpu")
-    run.model.test_rate = rate
+    run.model.test_rate, run.model.test_threshold = rate, threshold
     while True:
         try:
             task = link.recv()

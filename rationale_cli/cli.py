@@ -270,6 +270,19 @@ RATE_HELP = ("Hold each document's rationale at this size: a share of its tokens
              "best-scored tokens (default: the extractor's own decoding).")
 
 
+RATE_OVER_HELP = ("With --rate: document (each document at that size) or corpus (one score threshold for all "
+                  "the documents, keeping that share of all their tokens: each document keeps those it "
+                  "scores above it).")
+
+
+def check_rate_over(rate: Optional[str], rate_over: str) -> None:
+    """``--rate-over``: one of its two scopes, and corpus only with a share to hold."""
+    if rate_over not in ("document", "corpus"):
+        raise UserError(f"--rate-over {rate_over}: expected document or corpus")
+    if rate_over == "corpus" and rate is None:
+        raise UserError("--rate-over corpus: give the share to hold with --rate")
+
+
 def test_budget(loaded, rate: str):
     """``rate`` as a :class:`models.budget.Budget` for the loaded run, or one error line."""
     from models.budget import Budget
@@ -337,6 +350,7 @@ def predict(
                                 "1); e.g. the number of cores, for recurrent models. Same output as one "
                                 "process with --threads 1."),
     rate: Optional[str] = typer.Option(None, help=RATE_HELP),
+    rate_over: str = typer.Option("document", help=RATE_OVER_HELP + " Corpus reads the input twice."),
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
     force: bool = typer.Option(False, "--force", metavar="", help="Replace an existing output (or an "
                                "interrupted run's) instead of refusing or continuing it."),
@@ -362,7 +376,10 @@ def predict(
     check_at_least("--window", window, 1)
     check_at_least("--threads", threads, 0)
     check_at_least("--workers", workers, 1)
+    check_rate_over(rate, rate_over)
     parts = Shard.parse(shard)
+    if rate_over == "corpus" and parts.count > 1:
+        raise UserError("--rate-over corpus holds the share over the whole input, which a shard does not see")
     fmt_out = choose_format(out, output_format)
     if str(out) == "-" and fmt_out == "parquet":
         raise UserError("--out -: standard output takes jsonl or csv, not parquet")
@@ -387,16 +404,24 @@ def predict(
         stderr().print(f"wrote {count:,} predictions to {out}", highlight=False)
         return
     loaded, dev = load_for_inference(run, device)
-    set_test_rate(loaded, rate)
     if fmt_out == "eraser" and loaded.task.name != "classification":
         raise UserError("--output-format eraser: ERASER results hold class scores; this model predicts a score "
                         "(a regression run)")
     reader = dict(fmt=format, aspect=aspect, text_col=text_col, id_field=id_field, split=split)
-    job = Job(input, out, fmt_out, reader, batch_size, window, parts, workers)
-    records = datasets.run_documents(input, loaded.config, labelled=False, **reader)
     total = count_documents(input) if parts.count == 1 else None  # a shard's share is not known in advance
     if total and (format in ("csv", "tsv") or (format == "auto" and Path(input).suffix.lower() in (".csv", ".tsv"))):
         total -= 1  # the header
+    if rate_over == "corpus":
+        with progress_reporter(stderr(), total, doing="scoring") as advance:
+            counted = (advance(1) or record for record in
+                       datasets.run_documents(input, loaded.config, labelled=False, **reader))
+            share = set_corpus_threshold(loaded, rate, counted, batch_size, dev)["test_rate"]
+        stderr().print(f"decoding at threshold {loaded.model.test_threshold:.6g}, which keeps {100 * share:g}% of "
+                       "the input's tokens", highlight=False)
+    else:
+        set_test_rate(loaded, rate)
+    job = Job(input, out, fmt_out, reader, batch_size, window, parts, workers)
+    records = datasets.run_documents(input, loaded.config, labelled=False, **reader)
     with progress_reporter(stderr(), total) as advance:
         tally, stopped = annotate(job, loaded, records, dev, force=force, progress=advance)
     rate = tally.documents / tally.seconds if tally.seconds else 0.0
@@ -585,9 +610,7 @@ def evaluate(
                                       "documents without their rationale, on the rationale alone and per AOPC "
                                       "bin (12 more passes)."),
     rate: Optional[str] = typer.Option(None, help=RATE_HELP),
-    rate_over: str = typer.Option("document", help="With --rate: document (each document at that size) or "
-                                  "corpus (one score threshold for all the documents, keeping that share of "
-                                  "all their tokens: each document keeps those it scores above it)."),
+    rate_over: str = typer.Option("document", help=RATE_OVER_HELP),
     epoch: Optional[int] = typer.Option(None, help="Evaluate the weights of this epoch (kept by `train "
                                         "--save-epochs`) instead of the kept epoch's."),
     batch_size: int = typer.Option(64, help="Documents per batch (at least 1)."),
@@ -600,10 +623,7 @@ def evaluate(
 
     check_at_least("--batch-size", batch_size, 1)
     check_score_outputs(json_out, per_document)
-    if rate_over not in ("document", "corpus"):
-        raise UserError(f"--rate-over {rate_over}: expected document or corpus")
-    if rate_over == "corpus" and rate is None:
-        raise UserError("--rate-over corpus: give the share to hold with --rate")
+    check_rate_over(rate, rate_over)
     loaded, dev = load_for_inference(run, device, epoch)
     records = list(datasets.run_documents(data, loaded.config, fmt=format, aspect=aspect, split=split))
     asked = {}

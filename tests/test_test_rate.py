@@ -84,3 +84,30 @@ def test_a_corpus_rate_is_one_threshold_holding_the_share_over_all_documents(tmp
     assert result.exit_code == 2 and "expected a share" in result.output
     result = runner.invoke(app, ["evaluate", str(run), "demo", "--rate-over", "corpus"])
     assert result.exit_code == 2 and "with --rate" in result.output
+
+
+def test_predict_holds_a_share_over_the_whole_input_in_every_worker(tmp_path):
+    """``predict --rate 0.2 --rate-over corpus`` scores the input once to find the threshold,
+    then writes rationales holding 20% of all its tokens, the same from worker processes;
+    a shard, which sees part of the input, is refused."""
+    runner = CliRunner()
+    run = tmp_path / "run"
+    result = runner.invoke(app, ["train", "--data", "demo", "--out", str(run), "--epochs", "1", "--encoder", "cnn",
+                                 "--extractor", "attention", "--embedding-dim", "8", "--hidden-size", "8"])
+    assert result.exit_code == 0, result.output
+    outputs = {}
+    for workers in ("1", "2"):
+        out = tmp_path / f"workers-{workers}.jsonl"
+        result = runner.invoke(app, ["predict", str(run), "demo", "--rate", "0.2", "--rate-over", "corpus",
+                                     "--workers", workers, "--out", str(out)])
+        assert result.exit_code == 0, result.output
+        assert "keeps 20% of the input's tokens" in result.output
+        outputs[workers] = out.read_text()
+    assert outputs["1"] == outputs["2"]
+    rows = [json.loads(line) for line in outputs["1"].splitlines()]
+    tokens = sum(len(row["token_scores"]) for row in rows)
+    assert sum(len(row["selected_tokens"]) for row in rows) == round(0.2 * tokens)
+    assert len({len(row["selected_tokens"]) - round(0.2 * len(row["token_scores"])) for row in rows}) > 1
+    result = runner.invoke(app, ["predict", str(run), "demo", "--rate", "0.2", "--rate-over", "corpus",
+                                 "--shard", "0/2", "--out", str(tmp_path / "shard.jsonl")])
+    assert result.exit_code == 2 and "a shard does not see" in result.output
