@@ -11,8 +11,8 @@ evaluates the predictor on each mask and sums the losses weighted by xi: no
 sampling, no relaxation. The support size is reported (it adapts during training:
 the paper's observation). ``max_support`` keeps only the most probable masks of
 each document and renormalizes their weights: an approximation of the marginalized
-loss that bounds the predictor's work (early in training a review's support holds
-50-80 masks). Test time: the most probable mask; token scores are the marginals
+loss that bounds the predictor's work (early in training a beer review's support
+holds 40-50 masks). Test time: the most probable mask; token scores are the marginals
 ``mu = sum_z xi_z z``.
 """
 
