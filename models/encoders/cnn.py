@@ -77,9 +77,9 @@ class CNNEncoder(Encoder):
 
     def gated(self, x: Tensor, gate: Tensor, mask: Tensor, rows: Tensor | None = None,
               tokens: TokenRows | None = None, skip: bool = False) -> Tensor:
-        """With ``rows`` (ascending), gradients (several masks per document in training) and
+        """With ``rows``, gradients (several masks per document in training) and
         ``skip`` (the gates' zeros need no gradient), the first layer from each document's tap
-        products, one matrix product per document instead of a convolution per gate:
+        products (one matrix product for the batch) instead of a convolution per gate:
         ``conv(x z)_t = b + sum_j z_{t+j-c} (x W_j)_{t+j-c}`` (c = K // 2). That sum is
         computed only at the positions whose window holds a nonzero gate (a short rationale's
         few); everywhere else in the text it is the bias b, which enters the max-pooling once
