@@ -160,9 +160,14 @@ def resume_point(out: Path, identity: dict, force: bool) -> Resume | None:
             raise UserError(f"{partial}: missing or shorter than its interrupted run recorded; pass --force to "
                             "start over")
         return Resume(saved["windows"], saved["bytes"])
-    if out.is_file():
-        raise UserError(f"{out}: already exists; choose another --out or pass --force to replace it")
+    refuse_finished(out)
     return None
+
+
+def refuse_finished(out: Path) -> None:
+    """A finished output (one without an interrupted run's state) is replaced only with --force."""
+    if out.is_file() and not state_path(out).is_file():
+        raise UserError(f"{out}: already exists; choose another --out or pass --force to replace it")
 
 
 def discard(out: Path) -> None:

@@ -368,7 +368,7 @@ def predict(
     import torch
 
     from rationale_cli import datasets
-    from rationale_cli.annotate import Job, Shard, annotate, count_documents
+    from rationale_cli.annotate import Job, Shard, annotate, count_documents, refuse_finished
     from rationale_cli.output import check_output
     from rationale_cli.writers import output_format as choose_format
 
@@ -412,6 +412,9 @@ def predict(
     if total and (format in ("csv", "tsv") or (format == "auto" and Path(input).suffix.lower() in (".csv", ".tsv"))):
         total -= 1  # the header
     if rate_over == "corpus":
+        target = None if force or str(out) == "-" else writable_target(out)
+        if target is not None:  # refused before the scoring pass, not after it
+            refuse_finished(target)
         with progress_reporter(stderr(), total, doing="scoring") as advance:
             counted = (advance(1) or record for record in
                        datasets.run_documents(input, loaded.config, labelled=False, **reader))

@@ -89,7 +89,8 @@ def test_a_corpus_rate_is_one_threshold_holding_the_share_over_all_documents(tmp
 def test_predict_holds_a_share_over_the_whole_input_in_every_worker(tmp_path):
     """``predict --rate 0.2 --rate-over corpus`` scores the input once to find the threshold,
     then writes rationales holding 20% of all its tokens, the same from worker processes;
-    a shard, which sees part of the input, is refused."""
+    a shard, which sees part of the input, is refused, and so is an existing output, before
+    the scoring pass."""
     runner = CliRunner()
     run = tmp_path / "run"
     result = runner.invoke(app, ["train", "--data", "demo", "--out", str(run), "--epochs", "1", "--encoder", "cnn",
@@ -111,3 +112,7 @@ def test_predict_holds_a_share_over_the_whole_input_in_every_worker(tmp_path):
     result = runner.invoke(app, ["predict", str(run), "demo", "--rate", "0.2", "--rate-over", "corpus",
                                  "--shard", "0/2", "--out", str(tmp_path / "shard.jsonl")])
     assert result.exit_code == 2 and "a shard does not see" in result.output
+    result = runner.invoke(app, ["predict", str(run), "demo", "--rate", "0.2", "--rate-over", "corpus",
+                                 "--out", str(tmp_path / "workers-1.jsonl")])
+    assert result.exit_code == 2 and "already exists" in result.output and "threshold" not in result.output
+    assert (tmp_path / "workers-1.jsonl").read_text() == outputs["1"]
