@@ -23,8 +23,8 @@ appends them to benchmarks/results.jsonl and regenerates RESULTS.md.
 from __future__ import annotations
 
 import copy
-import itertools
 import dataclasses
+import itertools
 import math
 import random
 import sys
