@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 import torch
 from typer.testing import CliRunner
 
@@ -58,12 +59,20 @@ def test_evaluate_reports_the_rate_asked_for_and_the_rate_reached(tmp_path):
     assert result.exit_code == 2 and "no best tokens" in result.output
 
 
-def test_a_corpus_rate_is_one_threshold_holding_the_share_over_all_documents(tmp_path):
-    runner = CliRunner()
-    run = tmp_path / "run"
-    result = runner.invoke(app, ["train", "--data", "demo", "--out", str(run), "--epochs", "1", "--encoder", "cnn",
-                                 "--extractor", "attention", "--embedding-dim", "8", "--hidden-size", "8"])
+@pytest.fixture(scope="module")
+def attention_run(tmp_path_factory):
+    """A small attention run on the demo corpus (its weights do not tie), trained once for the
+    corpus-rate tests."""
+    run = tmp_path_factory.mktemp("attention") / "run"
+    result = CliRunner().invoke(app, ["train", "--data", "demo", "--out", str(run), "--epochs", "1", "--encoder",
+                                      "cnn", "--extractor", "attention", "--embedding-dim", "8", "--hidden-size", "8"])
     assert result.exit_code == 0, result.output
+    return run
+
+
+def test_a_corpus_rate_is_one_threshold_holding_the_share_over_all_documents(attention_run, tmp_path):
+    runner = CliRunner()
+    run = attention_run
     rows = {}
     for over in ("document", "corpus"):
         result = runner.invoke(app, ["evaluate", str(run), "demo", "--rate", "0.2", "--rate-over", over,
@@ -86,16 +95,13 @@ def test_a_corpus_rate_is_one_threshold_holding_the_share_over_all_documents(tmp
     assert result.exit_code == 2 and "with --rate" in result.output
 
 
-def test_predict_holds_a_share_over_the_whole_input_in_every_worker(tmp_path):
+def test_predict_holds_a_share_over_the_whole_input_in_every_worker(attention_run, tmp_path):
     """``predict --rate 0.2 --rate-over corpus`` scores the input once to find the threshold,
     then writes rationales holding 20% of all its tokens, the same from worker processes;
     a shard, which sees part of the input, is refused, and so is an existing output, before
     the scoring pass."""
     runner = CliRunner()
-    run = tmp_path / "run"
-    result = runner.invoke(app, ["train", "--data", "demo", "--out", str(run), "--epochs", "1", "--encoder", "cnn",
-                                 "--extractor", "attention", "--embedding-dim", "8", "--hidden-size", "8"])
-    assert result.exit_code == 0, result.output
+    run = attention_run
     outputs = {}
     for workers in ("1", "2"):
         out = tmp_path / f"workers-{workers}.jsonl"
