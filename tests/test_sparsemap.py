@@ -222,15 +222,16 @@ def test_gradcheck_with_the_coherence_factor():
     assert torch.autograd.gradcheck(expected_cost, (scores, pair), atol=1e-6)
 
 
-def test_pairwise_option_reaches_the_selector_and_starts_without_coherence():
+@pytest.mark.parametrize("extractor", ["sparsemap", "topk-sparsemax"])
+def test_pairwise_option_reaches_the_selector_and_starts_without_coherence(extractor):
     from models.model import RationaleModel
     from rationale_cli.config import from_values
 
-    options = from_values({"extractor": "sparsemap", "pairwise": True}).extractor_options()
-    model = RationaleModel(30, 6, 5, 1, encoder="cnn", extractor="sparsemap", extractor_options=options)
+    options = from_values({"extractor": extractor, "pairwise": True}).extractor_options()
+    model = RationaleModel(30, 6, 5, 1, encoder="cnn", extractor=extractor, extractor_options=options)
     assert model.selector.pair is not None
     assert torch.all(model.selector.pair.weight == 0) and torch.all(model.selector.pair.bias == 0)
-    plain = RationaleModel(30, 6, 5, 1, encoder="cnn", extractor="sparsemap")
+    plain = RationaleModel(30, 6, 5, 1, encoder="cnn", extractor=extractor)
     assert plain.selector.pair is None
 
 

@@ -100,11 +100,15 @@ class ChainKSubset(MaskDistribution):
         return gradient_of(lambda w: self.tree_value(self.unary, w, log_sum), self.pairwise)
 
     def score(self, z: Tensor) -> Tensor:
-        """``<u, z> + sum_i w_i z_i z_{i+1}`` over real tokens (not checked against the count)."""
-        z = z * self.mask
-        total = (z * self.unary).sum(-1)
+        """``<u, z> + sum_i w_i z_i z_{i+1}`` over real tokens (not checked against the count),
+        of masks ``z [B, T]`` or of several per row, ``z [B, S, T]``."""
+        def per_row(t: Tensor) -> Tensor:
+            return t if z.dim() == 2 else t.unsqueeze(1)
+
+        z = z * per_row(self.mask)
+        total = (z * per_row(self.unary)).sum(-1)
         if self.pairwise is not None:
-            total = total + (z[:, 1:] * z[:, :-1] * self.pairwise).sum(-1)
+            total = total + (z[..., 1:] * z[..., :-1] * per_row(self.pairwise)).sum(-1)
         return total
 
     def compute_entropy(self) -> Tensor:

@@ -1,8 +1,11 @@
 """Sparse marginalization over whole masks (Correia et al., 2020, section 4): the
 shared part of ``sparsemap`` and ``topk-sparsemax``.
 
-Token scores come from a linear layer; every mask holds at most ``budget`` tokens
-of its document (a cap: a share or a count, :mod:`models.budget`); a subclass's
+Token scores come from a linear layer; with ``pairwise``, a coherence factor adds a
+learned score ``w_i`` (a linear layer over ``[h_i; h_{i+1}]``) for each pair of
+adjacent selected tokens, so a mask scores ``<t, z> + sum_i w_i z_i z_{i+1}``. Every
+mask holds at most ``budget`` tokens of its document (a cap: a share or a count,
+:mod:`models.budget`); a subclass's
 :meth:`MaskSetSelector.solve` returns weights ``[B, S]`` over masks ``[B, S, T]``.
 Training sums the task loss over the masks with their weights and reports the
 support size; test time takes the most probable mask, and the token scores are
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
 from torch import Tensor, nn
 
 from models.budget import Budget
@@ -23,6 +27,8 @@ from models.selection import Selection, Selector
 @dataclass(frozen=True)
 class MaskSetOptions(Options):
     budget: Budget = option(Budget(0.13), "at most this many tokens in every mask of the support", role="cap")
+    pairwise: bool = option(False, "a learned coherence score for adjacent selected tokens",
+                            negative="--no-pairwise")
 
 
 class MaskSetSelector(Selector):
@@ -34,6 +40,16 @@ class MaskSetSelector(Selector):
         # start with positive scores: a support of only the empty mask gives no gradient, and
         # from scores near 0 a demo run collapsed there for two seeds of three
         nn.init.constant_(self.score.bias, 0.5)
+        self.pair = nn.Linear(2 * input_size, 1) if self.options.pairwise else None
+        if self.pair is not None:  # start without coherence scores
+            nn.init.zeros_(self.pair.weight)
+            nn.init.zeros_(self.pair.bias)
+
+    def pair_scores(self, states: Tensor) -> Tensor | None:
+        """The coherence scores ``w [B, T-1]`` of adjacent tokens, or None without ``pairwise``."""
+        if self.pair is None:
+            return None
+        return self.pair(torch.cat([states[:, :-1], states[:, 1:]], -1)).squeeze(-1)
 
     def solve(self, states: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:  # pragma: no cover - abstract
         raise NotImplementedError

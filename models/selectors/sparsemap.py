@@ -3,8 +3,8 @@ budget (Correia et al., 2020, section 4.2; the distribution is in
 :mod:`models.distributions.sparsemap`).
 
 Token scores ``t_i`` come from a linear layer over the selector encoder's states;
-with ``pairwise``, a coherence factor adds a learned score ``w_i`` (a linear layer
-over ``[h_i; h_{i+1}]``) for each pair of adjacent selected tokens.
+with ``pairwise``, a coherence factor scores adjacent selected tokens
+(:mod:`models.selectors.mask_set`).
 Each document's budget B comes from ``budget`` (a share or a count, a cap). SparseMAP
 returns a handful of masks with at most B tokens and their weights; the trainer
 evaluates the predictor on each mask and sums the losses weighted by xi: no
@@ -20,8 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from models.distributions.sparsemap import sparsemap
 from models.options import option
@@ -30,8 +29,6 @@ from models.selectors.mask_set import MaskSetOptions, MaskSetSelector
 
 @dataclass(frozen=True)
 class SparseMAPOptions(MaskSetOptions):
-    pairwise: bool = option(False, "a learned coherence score for adjacent selected tokens",
-                            negative="--no-pairwise")
     max_support: int | None = option(None, "keep at most this many masks per document, the most probable, "
                                      "their weights renormalized (an approximation that bounds the "
                                      "predictor's work)", low=1, default_text="all")
@@ -43,17 +40,8 @@ class SparseMAPSelector(MaskSetSelector):
                "--budget tokens, the task loss summed over them with their weights (no sampling, no "
                "relaxation); test time takes the most probable mask")
 
-    def __init__(self, input_size: int, **options):
-        super().__init__(input_size, **options)
-        self.pair = nn.Linear(2 * input_size, 1) if self.options.pairwise else None
-        if self.pair is not None:  # start without coherence scores
-            nn.init.zeros_(self.pair.weight)
-            nn.init.zeros_(self.pair.bias)
-
     def solve(self, states: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
-        pair = None
-        if self.pair is not None:
-            pair = self.pair(torch.cat([states[:, :-1], states[:, 1:]], -1)).squeeze(-1)
+        pair = self.pair_scores(states)
         weights, masks = sparsemap(self.score(states).squeeze(-1), mask, self.budgets(mask), pair)
         cap = self.options.max_support
         if cap is None or weights.shape[1] <= cap:
