@@ -122,6 +122,19 @@ def configuration(script: str) -> str:
     return re.sub(r" --seeds( \d+)+| --time-limit \S+| --evaluate-only", "", script)
 
 
+SHOWN_ELSEWHERE = re.compile(r" --(device|time-limit|encoder|embedding-dim|hidden-size|k) \S+| --save-epochs")
+
+
+def setup(row: dict) -> str:
+    """What sets a beer run's configuration apart: its epochs and the `rationale train` options
+    after ``--``, less those shown in other columns (encoder, k) or that bound the run rather
+    than the model (device, time limit)."""
+    script = row.get("script", "")
+    epochs = re.search(r" --epochs (\d+)", script.split(" -- ")[0])
+    options = SHOWN_ELSEWHERE.sub("", " " + script.split(" -- ", 1)[1]).strip() if " -- " in script else ""
+    return " ".join(filter(None, [f"{epochs.group(1)} epochs" if epochs else "", f"`{options}`" if options else ""]))
+
+
 def beer_table(rows: list[dict]) -> list[str]:
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for row in rows:
@@ -129,15 +142,16 @@ def beer_table(rows: list[dict]) -> list[str]:
                configuration(row["script"]))
         groups[key].append(row)
     lines = [
-        "| extractor | encoder | aspect | target | seeds | train | vectors | test MSE | precision % | recall % | F1 % | selected % | support | train s | device | published |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| extractor | encoder | aspect | target | setup | seeds | train | vectors | test MSE | precision % | recall % | F1 % | selected % | support | train s | device | published |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for key in sorted(groups, key=lambda k: (k[0], k[1], k[2], str(k[3]), str(k[4]), k[5])):
         extractor, encoder, aspect, _, k, _ = key
         runs = groups[key]
         shown = f"{extractor} ({runs[0]['attention']})" if runs[0].get("attention") else extractor
         lines.append(
-            f"| {shown} | {encoder} | {aspect} {ASPECTS.get(aspect, '')} | {shown_target(runs[0])} | {len(runs)} "
+            f"| {shown} | {encoder} | {aspect} {ASPECTS.get(aspect, '')} | {shown_target(runs[0])} | {setup(runs[0])} "
+            f"| {len(runs)} "
             f"| {runs[0]['train_size'] / 1000:.3g}k | {runs[0].get('vectors', 'glove 50d')} "
             f"| {fmt_mean([r['mse'] for r in runs], digits=4)} | {fmt_mean([r['precision'] for r in runs], 100)} "
             f"| {fmt_mean([r['recall'] for r in runs], 100)} | {fmt_mean([r['f1'] for r in runs], 100)} "
@@ -189,14 +203,15 @@ def summary_table(rows: list[dict]) -> list[str]:
         held = best.get((extractor, aspect))
         if held is None or (protocol, precision) > (held[0], statistics.mean(r["precision"] for r in held[1])):
             best[(extractor, aspect)] = (protocol, runs)
-    lines = ["| extractor | aspect | target | vectors | seeds | precision % | recall % | F1 % | selected % | test MSE "
-             "| published P | gap (points) |", "|" + "---|" * 12]
+    lines = ["| extractor | aspect | target | encoder | setup | vectors | seeds | precision % | recall % | F1 % "
+             "| selected % | test MSE | published P | gap (points) |", "|" + "---|" * 14]
     for (extractor, aspect), (protocol, runs) in sorted(best.items()):
         published = published_precision(extractor, aspect, runs[0].get("k"))
         precision = 100 * statistics.mean(r["precision"] for r in runs)
         vectors = runs[0].get("vectors", "glove 50d") + ("" if protocol else " (not the protocol's)")
         lines.append(
-            f"| {extractor} | {aspect} {ASPECTS.get(aspect, '')} | {shown_target(runs[0])} | {vectors} | {len(runs)} "
+            f"| {extractor} | {aspect} {ASPECTS.get(aspect, '')} | {shown_target(runs[0])} | {runs[0]['encoder']} "
+            f"| {setup(runs[0])} | {vectors} | {len(runs)} "
             f"| {fmt_mean([r['precision'] for r in runs], 100)} | {fmt_mean([r['recall'] for r in runs], 100)} "
             f"| {fmt_mean([r['f1'] for r in runs], 100)} | {fmt_mean([r['selection_rate'] for r in runs], 100)} "
             f"| {fmt_mean([r['mse'] for r in runs], digits=4)} | {published if published is not None else '-'} "
@@ -257,7 +272,9 @@ def write_report() -> None:
                 "`target`: the selection rate held in training (on the training reviews), or k; \"test at",
                 "it per corpus\": the test reviews decoded at that rate with one score threshold for all of",
                 "them (`evaluate --rate-over corpus`), \"per document\": each review at that share; for",
-                "sparse attention, which holds no rate, its strength `--gamma` (smaller is sparser).", ""]
+                "sparse attention, which holds no rate, its strength `--gamma` (smaller is sparser).",
+                "`setup`: the epochs and the `rationale train` options that set the configuration apart",
+                "(those shown in other columns, the device and the time limit left out).", ""]
         notes = [r for r in beer if r.get("note")]
         if notes:
             out += ["Notes on individual runs:", ""]

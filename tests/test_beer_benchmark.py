@@ -93,3 +93,13 @@ def test_keep_rules_looks_up_the_epoch_each_rule_keeps():
     assert chosen_epoch(history, Keep(0.13, 0.02)) == 3
     assert chosen_epoch(history, Keep(0.13, 0.005)) == 4
     assert chosen_epoch(history, Keep(0.13, 0.001)) == 1
+
+
+def test_report_setup_shows_what_sets_a_configuration_apart():
+    report = load_script("report")
+    script = ("python benchmarks/beer.py --extractor sparsemap --aspects 0 --seeds 0 --epochs 5 --budget 0.13 "
+              "-- --pairwise --encoder cnn --hidden-size 100 --batch-size 16 --lr 0.001 --device cpu "
+              "--max-support 4 --save-epochs --time-limit 95")
+    assert report.setup({"script": script}) == "5 epochs `--pairwise --batch-size 16 --lr 0.001 --max-support 4`"
+    assert report.setup({"script": "python benchmarks/beer.py --extractor full --epochs 3"}) == "3 epochs"
+    assert report.setup({"script": "python benchmarks/beer.py -- --k 10 --device cuda"}) == ""
