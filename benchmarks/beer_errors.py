@@ -7,7 +7,9 @@ aroma, palate, taste, overall), or none.
 The test reviews (``annotations.json``) carry gold spans for all five aspects, so a
 false positive in another aspect's gold text is a correlated description (a model
 reading the score off taste words) and one outside every gold span is text no
-annotator tied to any aspect. Prints a table per run; writes nothing.
+annotator tied to any aspect. It also counts the spans (runs of adjacent selected
+tokens) per review: how scattered the selection is. Prints a table per run; writes
+nothing.
 """
 
 from __future__ import annotations
@@ -44,6 +46,11 @@ def false_positives(by_aspect: list[list], aspect: int, selections: list[list[in
     return counts
 
 
+def spans(selected: list[int]) -> int:
+    """The runs of adjacent selected tokens in one review."""
+    return sum(1 for i, z in enumerate(selected) if z and (i == 0 or not selected[i - 1]))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+")
@@ -56,8 +63,10 @@ def main() -> None:
         counts = false_positives(by_aspect, args.aspect, [r.selected for r in predictions])
         selected, true = counts.pop("selected"), counts.pop("true")
         false = selected - true
-        print(f"{run}: {selected:,} selected, precision {100 * true / max(selected, 1):.1f}%, "
-              f"{false:,} false positives, of which (a token may be gold for several aspects):")
+        per_review = sum(spans(r.selected) for r in predictions) / max(len(predictions), 1)
+        print(f"{run}: {selected:,} selected in {per_review:.1f} spans per review, precision "
+              f"{100 * true / max(selected, 1):.1f}%, {false:,} false positives, of which (a token may be "
+              "gold for several aspects):")
         for name, n in counts.items():
             where = "in no aspect's gold" if name == "outside" else f"in {name} gold"
             print(f"  {where:20s} {n:6,}  {100 * n / max(false, 1):5.1f}%")

@@ -79,6 +79,7 @@ def test_false_positives_are_counted_by_the_other_aspects_gold(tmp_path):
     by_aspect = [read_records(tmp_path / "a.json", "beer-annotations", aspect=a) for a in range(5)]
     counts = errors.false_positives(by_aspect, 0, [[1, 0, 1, 1, 0, 1, 0]])
     assert counts == {"selected": 4, "true": 1, "aroma": 2, "palate": 0, "taste": 1, "overall": 0, "outside": 1}
+    assert [errors.spans(z) for z in ([1, 0, 1, 1, 0, 1, 0], [0, 1, 1], [0, 0], [])] == [3, 1, 0, 0]
 
 
 def test_keep_rules_looks_up_the_epoch_each_rule_keeps():
