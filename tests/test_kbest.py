@@ -51,31 +51,41 @@ def test_top_k_sparsemax_weights_and_certificate():
     assert torch.equal(z, selection.masks[:, 0]) and torch.all(scores <= 1 + 1e-9)
 
 
-def test_top_k_sparsemax_with_the_coherence_factor_ranks_masks_by_their_pair_scores():
-    """With ``pairwise`` a mask scores <theta, z> + sum_i w_i z_i z_{i+1}: the support is the
+@pytest.mark.parametrize("pairwise,coherence", [(True, None), (False, 0.7), (True, 0.7)])
+def test_top_k_sparsemax_ranks_masks_by_their_pair_scores_and_transition_cost(pairwise, coherence):
+    """With ``pairwise`` a mask scores <theta, z> + sum_i w_i z_i z_{i+1}, and ``coherence``
+    subtracts lambda per 0/1 transition between adjacent real tokens: the support is the
     K best masks by that score (enumerated), weighted by sparsemax of it, and the
     coherence layer, which starts at zero, gets a gradient."""
     from entmax import sparsemax
 
     torch.manual_seed(4)
-    selector = TopKSparsemaxSelector(4, budget=0.5, top_masks=6, pairwise=True).double()
-    assert torch.all(selector.pair.weight == 0) and torch.all(selector.pair.bias == 0)
-    torch.nn.init.normal_(selector.pair.weight)
+    selector = TopKSparsemaxSelector(4, budget=0.5, top_masks=6, pairwise=pairwise, coherence=coherence).double()
+    if pairwise:
+        assert torch.all(selector.pair.weight == 0) and torch.all(selector.pair.bias == 0)
+        torch.nn.init.normal_(selector.pair.weight)
     states = torch.randn(2, 7, 4, dtype=torch.float64)
     mask = torch.ones(2, 7, dtype=torch.float64)
     mask[1, 5:] = 0
     selection = selector(states, mask)
     assert torch.all((selection.weights > 0).sum(-1) > 1)  # a mixture: the weights have a gradient
-    theta, w = selector.score(states).squeeze(-1).detach(), selector.pair_scores(states).detach()
+    theta = selector.score(states).squeeze(-1).detach()
+    w = selector.pair(torch.cat([states[:, :-1], states[:, 1:]], -1)).squeeze(-1).detach() if pairwise else None
+
+    def score(z, row, n):
+        total = (theta[row, :n] * z[:n]).sum()
+        if pairwise:
+            total = total + (w[row, : n - 1] * z[1:n] * z[: n - 1]).sum()
+        return total - (coherence or 0) * (z[1:n] - z[: n - 1]).abs().sum()
+
     for row, n in enumerate([7, 5]):
         budget = int(selector.budgets(mask)[row])
-        scored = sorted(((theta[row, :n] * z).sum() + (w[row, : n - 1] * z[1:] * z[:-1]).sum()).item()
-                        for z in (torch.tensor(bits, dtype=torch.float64)
-                                  for bits in itertools.product([0, 1], repeat=n) if sum(bits) <= budget))[::-1]
-        masks = selection.masks[row]
-        found = (masks[:, :n] * theta[row, :n]).sum(-1) + (masks[:, 1:n] * masks[:, : n - 1] * w[row, : n - 1]).sum(-1)
-        assert found.tolist() == pytest.approx(scored[:6], abs=1e-9)
+        scored = sorted((score(torch.tensor(bits + (0,) * (7 - n), dtype=torch.float64), row, n).item()
+                         for bits in itertools.product([0, 1], repeat=n) if sum(bits) <= budget), reverse=True)
+        found = [score(z, row, n).item() for z in selection.masks[row]]
+        assert found == pytest.approx(scored[:6], abs=1e-9)
         expected = sparsemax(torch.tensor(scored[:6], dtype=torch.float64), dim=-1)
         assert torch.allclose(selection.weights[row].detach(), expected, atol=1e-9)
-    (selection.weights * torch.arange(6.0, dtype=torch.float64)).sum().backward()
-    assert selector.pair.weight.grad.abs().sum() > 0
+    if pairwise:
+        (selection.weights * torch.arange(6.0, dtype=torch.float64)).sum().backward()
+        assert selector.pair.weight.grad.abs().sum() > 0

@@ -3,7 +3,11 @@ shared part of ``sparsemap`` and ``topk-sparsemax``.
 
 Token scores come from a linear layer; with ``pairwise``, a coherence factor adds a
 learned score ``w_i`` (a linear layer over ``[h_i; h_{i+1}]``) for each pair of
-adjacent selected tokens, so a mask scores ``<t, z> + sum_i w_i z_i z_{i+1}``. Every
+adjacent selected tokens, so a mask scores ``<t, z> + sum_i w_i z_i z_{i+1}``.
+``coherence`` subtracts a fixed ``lambda`` per 0/1 transition between adjacent
+tokens from every mask's score, Lei et al.'s coherence cost inside the score: since
+``|z_i - z_{i+1}| = z_i + z_{i+1} - 2 z_i z_{i+1}``, each token's score drops by
+lambda per neighbour and each adjacent pair gains ``2 lambda``. Every
 mask holds at most ``budget`` tokens of its document (a cap: a share or a count,
 :mod:`models.budget`); a subclass's
 :meth:`MaskSetSelector.solve` returns weights ``[B, S]`` over masks ``[B, S, T]``.
@@ -17,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from models.budget import Budget
@@ -29,6 +34,8 @@ class MaskSetOptions(Options):
     budget: Budget = option(Budget(0.13), "at most this many tokens in every mask of the support", role="cap")
     pairwise: bool = option(False, "a learned coherence score for adjacent selected tokens",
                             negative="--no-pairwise")
+    coherence: float | None = option(None, "cost per 0/1 transition between adjacent tokens, subtracted "
+                                     "from every mask's score (fewer, longer spans)", low=0.0, default_text="0")
 
 
 class MaskSetSelector(Selector):
@@ -45,11 +52,17 @@ class MaskSetSelector(Selector):
             nn.init.zeros_(self.pair.weight)
             nn.init.zeros_(self.pair.bias)
 
-    def pair_scores(self, states: Tensor) -> Tensor | None:
-        """The coherence scores ``w [B, T-1]`` of adjacent tokens, or None without ``pairwise``."""
-        if self.pair is None:
-            return None
-        return self.pair(torch.cat([states[:, :-1], states[:, 1:]], -1)).squeeze(-1)
+    def mask_scores(self, states: Tensor, mask: Tensor) -> tuple[Tensor, Tensor | None]:
+        """A mask's score as token scores ``[B, T]`` and adjacent-pair scores ``[B, T-1]`` (None
+        when it has none): the learned ones, with the ``coherence`` cost folded in."""
+        unary = self.score(states).squeeze(-1)
+        pair = None if self.pair is None else self.pair(torch.cat([states[:, :-1], states[:, 1:]], -1)).squeeze(-1)
+        cost = self.options.coherence
+        if cost:
+            links = mask[:, 1:] * mask[:, :-1]  # adjacent real tokens
+            unary = unary - cost * (F.pad(links, (1, 0)) + F.pad(links, (0, 1)))
+            pair = 2 * cost * links if pair is None else pair + 2 * cost * links
+        return unary, pair
 
     def solve(self, states: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -3,8 +3,8 @@ budget (Correia et al., 2020, section 4.2; the distribution is in
 :mod:`models.distributions.sparsemap`).
 
 Token scores ``t_i`` come from a linear layer over the selector encoder's states;
-with ``pairwise``, a coherence factor scores adjacent selected tokens
-(:mod:`models.selectors.mask_set`).
+with ``pairwise``, a coherence factor scores adjacent selected tokens, and
+``coherence`` costs each 0/1 transition (:mod:`models.selectors.mask_set`).
 Each document's budget B comes from ``budget`` (a share or a count, a cap). SparseMAP
 returns a handful of masks with at most B tokens and their weights; the trainer
 evaluates the predictor on each mask and sums the losses weighted by xi: no
@@ -41,8 +41,8 @@ class SparseMAPSelector(MaskSetSelector):
                "relaxation); test time takes the most probable mask")
 
     def solve(self, states: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
-        pair = self.pair_scores(states)
-        weights, masks = sparsemap(self.score(states).squeeze(-1), mask, self.budgets(mask), pair)
+        unary, pair = self.mask_scores(states, mask)
+        weights, masks = sparsemap(unary, mask, self.budgets(mask), pair)
         cap = self.options.max_support
         if cap is None or weights.shape[1] <= cap:
             return weights, masks

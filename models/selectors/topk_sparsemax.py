@@ -3,8 +3,8 @@
 :mod:`models.distributions.chain_ksubset`).
 
 Token scores theta come from a linear layer over the selector encoder's states; a
-mask's score is ``<theta, z>``, plus ``sum_i w_i z_i z_{i+1}`` with ``pairwise``
-(:mod:`models.selectors.mask_set`), and each document's budget is at most
+mask's score is ``<theta, z>``, plus ``sum_i w_i z_i z_{i+1}`` with ``pairwise``, less
+``coherence`` per 0/1 transition (:mod:`models.selectors.mask_set`), and each document's budget is at most
 ``budget`` tokens (a share or a count, a cap). The K best masks (``top_masks``) are
 enumerated exactly, ``xi = sparsemax(their scores)``, and the trainer sums the
 task loss over the masks with ``xi > 0``: deterministic, no sampling. Whenever fewer
@@ -43,8 +43,8 @@ class TopKSparsemaxSelector(MaskSetSelector):
     def solve(self, states: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
         from entmax import sparsemax  # imported here so the other extractors never need it
 
-        chain = ChainKSubset(self.score(states).squeeze(-1), mask, self.budgets(mask), self.pair_scores(states),
-                             at_most=True)
+        unary, pair = self.mask_scores(states, mask)
+        chain = ChainKSubset(unary, mask, self.budgets(mask), pair, at_most=True)
         masks, best = chain.topk(self.top_masks)
         scores = chain.score(masks).masked_fill(best <= NEG / 2, NEG)
         return sparsemax(scores, dim=-1), masks
