@@ -13,6 +13,8 @@ reviews and repeats left out); validation and test stay as they are. With
 With ``--test-rate corpus`` the test reviews are decoded at the training target held
 over the whole test corpus (``evaluate --rate-over corpus``), and ``--evaluate-only``
 evaluates runs trained before with the same options instead of training them again.
+With ``--test-coherence LAMBDA`` a sparsemap or topk-sparsemax run's test reviews are
+decoded with that cost per 0/1 transition (``evaluate --coherence``).
 
     python benchmarks/beer.py --extractor full --aspects 0 1 2 --seeds 0
 
@@ -108,6 +110,9 @@ def main() -> None:
                         help="decode the test reviews at the training target (`evaluate --rate`): each review "
                              "at that share, or one threshold holding it over the corpus (default: the "
                              "extractor's own decoding)")
+    parser.add_argument("--test-coherence", type=float, default=None, metavar="LAMBDA",
+                        help="decode the test reviews with this cost per 0/1 transition (`evaluate "
+                             "--coherence`; sparsemap and topk-sparsemax)")
     parser.add_argument("--evaluate-only", action="store_true",
                         help="evaluate the runs these options trained before (in --runs) without training")
     parser.add_argument("train_args", nargs=argparse.REMAINDER, help="after --: extra options for `rationale train`")
@@ -160,8 +165,12 @@ def main() -> None:
             history = json.loads((run / "metrics.json").read_text())["history"]
             supports = [epoch["support"] for epoch in history if "support" in epoch]
             saved = Budget.parse(config["budget"]) if "budget" in config else None
-            metrics_file = run / (f"test_metrics-{args.test_rate}-rate.json" if args.test_rate else "test_metrics.json")
+            decoding = ([f"-{args.test_rate}-rate"] if args.test_rate else []) + (
+                [f"-coherence-{args.test_coherence:g}"] if args.test_coherence is not None else [])
+            metrics_file = run / f"test_metrics{''.join(decoding)}.json"
             at_rate = ["--rate", str(target), "--rate-over", args.test_rate] if args.test_rate else []
+            if args.test_coherence is not None:
+                at_rate += ["--coherence", str(args.test_coherence)]
             eval_cmd, _ = rationale("evaluate", str(run), str(data / "beer" / "annotations.json"),
                                     "--aspect", str(aspect), *at_rate, "--json", str(metrics_file))
             test = json.loads(metrics_file.read_text())
@@ -173,7 +182,7 @@ def main() -> None:
                 "attention": config["attention"] if args.extractor == "sparse-attention" else None,
                 "seed": seed, "precision": test["precision"], "recall": test["recall"], "f1": test["f1"],
                 "selection_rate": test["selection_rate"], "mse": test["mse"], "train_seconds": round(seconds, 1),
-                "test_rate_over": args.test_rate,
+                "test_rate_over": args.test_rate, "test_coherence": args.test_coherence,
                 # absolute change of the predicted score without the rationale / from it alone (evaluate's reruns)
                 **{key: test.get("faithfulness", {}).get(key) for key in ("comprehensiveness", "sufficiency")},
                 "train_size": train_size, "vectors": f"{Path(vectors).name.split('.')[0]} {config['embedding_dim']}d",

@@ -97,16 +97,18 @@ def pct(value: float | None) -> str:
 def shown_target(row: dict) -> str:
     """The training target of a beer run: k, or the selection rate held in training (and
     where the test reviews were decoded at it, over each review or over the corpus), or
-    sparse attention's strength gamma."""
+    sparse attention's strength gamma; and the transition cost the test reviews were
+    decoded with, if one was asked for."""
+    decoded = f", decoded with coherence {row['test_coherence']:g}" if row.get("test_coherence") is not None else ""
     if row.get("k"):
-        return f"k={row['k']}"
+        return f"k={row['k']}{decoded}"
     if row.get("extractor") == "sparse-attention":  # no rate: its strength steers the size (default 1)
         gamma = re.search(r"--gamma (\S+)", row.get("script", ""))
         return f"gamma {gamma.group(1) if gamma else 1}"
     if not row.get("selection_target"):
         return "-"
     over = f", test at it per {row['test_rate_over']}" if row.get("test_rate_over") else ""
-    return f"{100 * row['selection_target']:.3g}%{over}"
+    return f"{100 * row['selection_target']:.3g}%{over}{decoded}"
 
 
 def load() -> list[dict]:

@@ -193,8 +193,8 @@ def metrics_table(metrics: dict) -> Table:
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_column("chance", justify="right", style="dim")
-    order = ["mse", "mae", "accuracy", "macro_f1", "test_rate", "test_rate_over", "test_threshold", "selection_rate",
-             "precision", "recall", "f1",
+    order = ["mse", "mae", "accuracy", "macro_f1", "test_rate", "test_rate_over", "test_threshold", "test_coherence",
+             "selection_rate", "precision", "recall", "f1",
              "precision_macro", "recall_macro", "f1_macro", "transitions", "documents", "documents_with_gold"]
     for key in order:
         if key in metrics:
@@ -293,6 +293,30 @@ def test_budget(loaded, rate: str):
         return Budget.parse(rate)
     except ValueError as err:
         raise UserError(f"--rate {err}") from None
+
+
+COHERENCE_HELP = ("Decode with this cost per 0/1 transition between adjacent tokens, subtracted from every "
+                  "mask's score: fewer, longer spans (sparsemap and topk-sparsemax; default: the run's own "
+                  "--coherence).")
+
+
+def set_test_coherence(loaded, coherence: Optional[float]) -> dict:
+    """Decode a mask-set run with ``coherence`` as its transition cost (the trained weights
+    unchanged); what to report of it."""
+    from dataclasses import replace
+
+    from models.selectors.mask_set import MaskSetSelector
+
+    if coherence is None:
+        return {}
+    selector = loaded.model.selector
+    if not isinstance(selector, MaskSetSelector):
+        raise UserError(f"--coherence {coherence}: decoding with a transition cost applies to sparsemap and "
+                        f"topk-sparsemax runs, not --extractor {loaded.config.extractor}")
+    if coherence < 0:
+        raise UserError(f"--coherence {coherence}: expected a number >= 0")
+    selector.options = replace(selector.options, coherence=coherence or None)
+    return {"test_coherence": coherence}
 
 
 def set_test_rate(loaded, rate: Optional[str]) -> None:
@@ -614,6 +638,7 @@ def evaluate(
                                       "bin (12 more passes)."),
     rate: Optional[str] = typer.Option(None, help=RATE_HELP),
     rate_over: str = typer.Option("document", help=RATE_OVER_HELP),
+    coherence: Optional[float] = typer.Option(None, help=COHERENCE_HELP),
     epoch: Optional[int] = typer.Option(None, help="Evaluate the weights of this epoch (kept by `train "
                                         "--save-epochs`) instead of the kept epoch's."),
     batch_size: int = typer.Option(64, help="Documents per batch (at least 1)."),
@@ -628,10 +653,10 @@ def evaluate(
     check_score_outputs(json_out, per_document)
     check_rate_over(rate, rate_over)
     loaded, dev = load_for_inference(run, device, epoch)
+    asked = set_test_coherence(loaded, coherence)
     records = list(datasets.run_documents(data, loaded.config, fmt=format, aspect=aspect, split=split))
-    asked = {}
     if rate_over == "corpus":
-        asked = set_corpus_threshold(loaded, rate, records, batch_size, dev)
+        asked.update(set_corpus_threshold(loaded, rate, records, batch_size, dev))
     else:
         set_test_rate(loaded, rate)
     metrics, rows = evaluate_model(loaded, records, batch_size=batch_size, device=dev, faithfulness=faithfulness)
@@ -694,8 +719,8 @@ def demo(
         train(out=workdir, config=None, force=out is None, resume=False, **options)
         stderr().rule("2/3  evaluate on the test split")
         evaluate(run=workdir, data="demo", format="auto", aspect=None, split="test", json_out=None,
-                 per_document=None, faithfulness=True, rate=None, rate_over="document", epoch=None, batch_size=64,
-                 device="auto")
+                 per_document=None, faithfulness=True, rate=None, rate_over="document", coherence=None, epoch=None,
+                 batch_size=64, device="auto")
         stderr().rule("3/3  explain three test reviews")
         explain(run=workdir, text=None, input="demo", format="auto", aspect=None, limit=3, html=None, device="auto")
     finally:

@@ -122,3 +122,27 @@ def test_predict_holds_a_share_over_the_whole_input_in_every_worker(attention_ru
                                  "--out", str(tmp_path / "workers-1.jsonl")])
     assert result.exit_code == 2 and "already exists" in result.output and "threshold" not in result.output
     assert (tmp_path / "workers-1.jsonl").read_text() == outputs["1"]
+
+
+def test_evaluate_decodes_a_mask_set_run_with_a_transition_cost(tmp_path):
+    runner = CliRunner()
+    small = ["--epochs", "1", "--encoder", "cnn", "--embedding-dim", "8", "--hidden-size", "8"]
+    run = tmp_path / "run"
+    result = runner.invoke(app, ["train", "--data", "demo", "--out", str(run), "--extractor", "topk-sparsemax",
+                                 "--budget", "0.3", *small])
+    assert result.exit_code == 0, result.output
+    scores = {}
+    for name, extra in (("own", []), ("costly", ["--coherence", "0.5"])):
+        result = runner.invoke(app, ["evaluate", str(run), "demo", "--no-faithfulness", *extra, "--json",
+                                     str(tmp_path / f"{name}.json")])
+        assert result.exit_code == 0, result.output
+        scores[name] = json.loads((tmp_path / f"{name}.json").read_text())
+    assert "test_coherence" not in scores["own"] and scores["costly"]["test_coherence"] == 0.5
+    assert scores["costly"]["selection_rate"] > 0.2  # the same cap, filled with fewer, longer spans
+    assert scores["costly"]["transitions"] < scores["own"]["transitions"] / 2
+    result = runner.invoke(app, ["evaluate", str(run), "demo", "--coherence", "-1"])
+    assert result.exit_code == 2 and "expected a number >= 0" in result.output
+    other = tmp_path / "hardkuma"
+    assert runner.invoke(app, ["train", "--data", "demo", "--out", str(other), *small]).exit_code == 0
+    result = runner.invoke(app, ["evaluate", str(other), "demo", "--coherence", "0.5"])
+    assert result.exit_code == 2 and "applies to sparsemap and topk-sparsemax runs" in result.output
