@@ -206,12 +206,14 @@ class Job:
     def identity(self, run: Run) -> dict:
         source = Path(self.input)
         rate, threshold = run.model.test_rate, run.model.test_threshold
+        coherence = getattr(run.model.selector, "test_coherence", None)
         return {"input": file_identity(source) if source.is_file() else {"path": self.input},
                 "model": model_identity(run),
                 "options": {**self.reader, "batch_size": self.batch_size, "window": self.window,
                             "shard": str(self.shard), "output_format": self.output_format,
                             **({"rate": str(rate)} if rate is not None else {}),
-                            **({"threshold": threshold} if threshold is not None else {})}}
+                            **({"threshold": threshold} if threshold is not None else {}),
+                            **({"coherence": coherence} if coherence is not None else {})}}
 
 
 def annotate(job: Job, run: Run, records: Iterable[Record], device, *, force: bool = False,
@@ -338,7 +340,8 @@ def start_workers(count: int, run: Run) -> tuple[list[Connection], list]:
         for _ in range(count):
             link, theirs = context.Pipe()
             process = context.Process(target=serve_windows, daemon=True, args=(
-                theirs, str(run.path), run.model.test_rate, run.model.test_threshold))
+                theirs, str(run.path), run.model.test_rate, run.model.test_threshold,
+                getattr(run.model.selector, "test_coherence", None)))
             process.start()
             theirs.close()  # theirs only: a dead worker's pipe then reads as closed here
             links.append(link)
@@ -364,7 +367,7 @@ def stop_workers(links: list[Connection], processes: list) -> None:
         link.close()
 
 
-def serve_windows(link: Connection, path: str, rate, threshold: float | None) -> None:
+def serve_windows(link: Connection, path: str, rate, threshold: float | None, coherence: float | None) -> None:
     """A worker: the run loaded once, one torch thread; windows in, ``(True, outputs)`` or
     ``(False, error)`` out, until told to stop or this end of the pipe closes."""
     import torch
@@ -375,6 +378,8 @@ def serve_windows(link: Connection, path: str, rate, threshold: float | None) ->
     keep_freed_memory()
     run = load_run(path, "cpu")
     run.model.test_rate, run.model.test_threshold = rate, threshold
+    if coherence is not None:
+        run.model.selector.test_coherence = coherence
     while True:
         try:
             task = link.recv()

@@ -303,8 +303,6 @@ COHERENCE_HELP = ("Decode with this cost per 0/1 transition between adjacent tok
 def set_test_coherence(loaded, coherence: Optional[float]) -> dict:
     """Decode a mask-set run with ``coherence`` as its transition cost (the trained weights
     unchanged); what to report of it."""
-    from dataclasses import replace
-
     from models.selectors.mask_set import MaskSetSelector
 
     if coherence is None:
@@ -315,7 +313,7 @@ def set_test_coherence(loaded, coherence: Optional[float]) -> dict:
                         f"topk-sparsemax runs, not --extractor {loaded.config.extractor}")
     if coherence < 0:
         raise UserError(f"--coherence {coherence}: expected a number >= 0")
-    selector.options = replace(selector.options, coherence=coherence or None)
+    selector.test_coherence = coherence
     return {"test_coherence": coherence}
 
 
@@ -375,6 +373,7 @@ def predict(
                                 "process with --threads 1."),
     rate: Optional[str] = typer.Option(None, help=RATE_HELP),
     rate_over: str = typer.Option("document", help=RATE_OVER_HELP + " Corpus reads the input twice."),
+    coherence: Optional[float] = typer.Option(None, help=COHERENCE_HELP),
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
     force: bool = typer.Option(False, "--force", metavar="", help="Replace an existing output (or an "
                                "interrupted run's) instead of refusing or continuing it."),
@@ -420,14 +419,15 @@ def predict(
     if engine == "dask":
         from rationale_cli import dask_engine
 
-        if rate is not None:
-            raise UserError("--rate is not available with --engine dask")
+        if rate is not None or coherence is not None:
+            raise UserError(f"--{'rate' if rate is not None else 'coherence'} is not available with --engine dask")
         count = dask_engine.annotate(input, str(run), out, scheduler=scheduler, text_col=text_col or "text",
                                      id_col=None if id_field == "id" else id_field, batch_size=batch_size,
                                      device="cpu" if device == "auto" else device)
         stderr().print(f"wrote {count:,} predictions to {out}", highlight=False)
         return
     loaded, dev = load_for_inference(run, device)
+    set_test_coherence(loaded, coherence)
     if fmt_out == "eraser" and loaded.task.name != "classification":
         raise UserError("--output-format eraser: ERASER results hold class scores; this model predicts a score "
                         "(a regression run)")

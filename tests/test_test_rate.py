@@ -124,7 +124,7 @@ def test_predict_holds_a_share_over_the_whole_input_in_every_worker(attention_ru
     assert (tmp_path / "workers-1.jsonl").read_text() == outputs["1"]
 
 
-def test_evaluate_decodes_a_mask_set_run_with_a_transition_cost(tmp_path):
+def test_evaluate_and_predict_decode_a_mask_set_run_with_a_transition_cost(tmp_path):
     runner = CliRunner()
     small = ["--epochs", "1", "--encoder", "cnn", "--embedding-dim", "8", "--hidden-size", "8"]
     run = tmp_path / "run"
@@ -140,6 +140,22 @@ def test_evaluate_decodes_a_mask_set_run_with_a_transition_cost(tmp_path):
     assert "test_coherence" not in scores["own"] and scores["costly"]["test_coherence"] == 0.5
     assert scores["costly"]["selection_rate"] > 0.2  # the same cap, filled with fewer, longer spans
     assert scores["costly"]["transitions"] < scores["own"]["transitions"] / 2
+    written = {}
+    for name, extra in (("own", []), ("costly-1", ["--coherence", "0.5"]), ("costly-2", ["--coherence", "0.5",
+                                                                                        "--workers", "2"])):
+        out = tmp_path / f"{name}.jsonl"
+        result = runner.invoke(app, ["predict", str(run), "demo", *extra, "--out", str(out)])
+        assert result.exit_code == 0, result.output
+        written[name] = out.read_text()
+    assert written["costly-1"] == written["costly-2"] != written["own"]  # worker processes decode alike
+
+    def spans(text):
+        return sum(len(json.loads(line)["rationale"]) for line in text.splitlines())
+
+    assert spans(written["costly-1"]) < spans(written["own"]) / 2
+    result = runner.invoke(app, ["predict", str(run), "demo", "--coherence", "0.5", "--engine", "dask",
+                                 "--out", str(tmp_path / "dask.parquet")])
+    assert result.exit_code == 2 and "--coherence is not available with --engine dask" in result.output
     result = runner.invoke(app, ["evaluate", str(run), "demo", "--coherence", "-1"])
     assert result.exit_code == 2 and "expected a number >= 0" in result.output
     other = tmp_path / "hardkuma"

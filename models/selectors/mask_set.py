@@ -40,6 +40,9 @@ class MaskSetOptions(Options):
 
 class MaskSetSelector(Selector):
     Options = MaskSetOptions
+    # a transition cost for decoding in eval mode instead of ``coherence`` (evaluate/predict
+    # --coherence); None: the trained one
+    test_coherence: float | None = None
 
     def __init__(self, input_size: int, **options):
         super().__init__(**options)
@@ -57,7 +60,7 @@ class MaskSetSelector(Selector):
         when it has none): the learned ones, with the ``coherence`` cost folded in."""
         unary = self.score(states).squeeze(-1)
         pair = None if self.pair is None else self.pair(torch.cat([states[:, :-1], states[:, 1:]], -1)).squeeze(-1)
-        cost = self.options.coherence
+        cost = self.options.coherence if self.training or self.test_coherence is None else self.test_coherence
         if cost:
             links = mask[:, 1:] * mask[:, :-1]  # adjacent real tokens
             unary = unary - cost * (F.pad(links, (1, 0)) + F.pad(links, (0, 1)))
