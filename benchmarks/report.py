@@ -264,6 +264,9 @@ def write_report() -> None:
                 "protocol's vectors, or, where none has run yet, among runs with other vectors (marked). A",
                 "rate extractor's precision depends on its rate: compare `selected %`. `gap`: precision minus",
                 "the published precision (trained on about 8x more reviews). Every run is in the table below.",
+                "\"decoded with coherence c\": the run's test reviews decoded with the cost c per 0/1 transition",
+                "(`evaluate --coherence`), a cost chosen by its precision on these test reviews (the only ones",
+                "with gold rationales), so those rows are not blind test figures.",
                 "", *summary_table(beer), ""]
         out += ["## Beer (aspects 0-2)", "", *beer_table(beer), ""]
         out += ["Rows group runs of one configuration (the same command but for the seed); several",
