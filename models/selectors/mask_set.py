@@ -7,10 +7,11 @@ adjacent selected tokens, so a mask scores ``<t, z> + sum_i w_i z_i z_{i+1}``.
 ``coherence`` subtracts a fixed ``lambda`` per 0/1 transition between adjacent
 tokens from every mask's score, Lei et al.'s coherence cost inside the score: since
 ``|z_i - z_{i+1}| = z_i + z_{i+1} - 2 z_i z_{i+1}``, each token's score drops by
-lambda per neighbour and each adjacent pair gains ``2 lambda``. Every
-mask holds at most ``budget`` tokens of its document (a cap: a share or a count,
-:mod:`models.budget`); a subclass's
-:meth:`MaskSetSelector.solve` returns weights ``[B, S]`` over masks ``[B, S, T]``.
+lambda per neighbour and each adjacent pair gains ``2 lambda``.
+
+Every mask holds at most ``budget`` tokens of its document (a cap: a share or a
+count, :mod:`models.budget`); a subclass's :meth:`MaskSetSelector.solve` returns
+weights ``[B, S]`` over masks ``[B, S, T]``.
 Training sums the task loss over the masks with their weights and reports the
 support size; test time takes the most probable mask, and the token scores are
 the marginals ``sum_z xi_z z``.

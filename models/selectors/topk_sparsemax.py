@@ -4,8 +4,8 @@
 
 Token scores theta come from a linear layer over the selector encoder's states; a
 mask's score is ``<theta, z>``, plus ``sum_i w_i z_i z_{i+1}`` with ``pairwise``, less
-``coherence`` per 0/1 transition (:mod:`models.selectors.mask_set`), and each document's budget is at most
-``budget`` tokens (a share or a count, a cap). The K best masks (``top_masks``) are
+``coherence`` per 0/1 transition (:mod:`models.selectors.mask_set`), and each
+document's budget is at most ``budget`` tokens (a share or a count, a cap). The K best masks (``top_masks``) are
 enumerated exactly, ``xi = sparsemax(their scores)``, and the trainer sums the
 task loss over the masks with ``xi > 0``: deterministic, no sampling. Whenever fewer
 than K masks get weight, xi equals sparsemax over all masks (the paper's
