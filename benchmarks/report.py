@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -117,11 +118,25 @@ def load() -> list[dict]:
     return [json.loads(line) for line in RESULTS.read_text().splitlines() if line.strip()]
 
 
+NOT_CONFIGURATION = {"--seeds", "--time-limit", "--evaluate-only", "--data-dir", "--runs", "--k"}
+
+
 def configuration(script: str) -> str:
-    """The benchmark command without its seeds, time limit and ``--evaluate-only``: runs that
-    differ only in seed group together (a time limit bounds the budget, not the model; notes say
+    """The benchmark command's options in a fixed order, without its seeds, time limit,
+    ``--evaluate-only``, folders and train ``--k`` (k has its own column): runs that differ
+    only in seed group together (a time limit bounds the budget, not the model; notes say
     where one stopped), and a run evaluated again later with the runs evaluated at once."""
-    return re.sub(r" --seeds( \d+)+| --time-limit \S+| --evaluate-only", "", script)
+    def options(text: str) -> list[str]:
+        groups: list[list[str]] = []
+        for word in shlex.split(text):
+            if word.startswith("--") or not groups:
+                groups.append([word])
+            else:
+                groups[-1].append(word)
+        return sorted(" ".join(g) for g in groups if g[0] not in NOT_CONFIGURATION)
+
+    command, _, train = script.partition(" -- ")
+    return " ".join([*options(command), "--", *options(train)])
 
 
 SHOWN_ELSEWHERE = re.compile(r" --(device|time-limit|encoder|embedding-dim|hidden-size|k) \S+| --save-epochs")
@@ -288,8 +303,8 @@ def write_report() -> None:
         out += ["Commands (one per configuration, as run):", ""]
         seen = set()
         for row in beer:
-            if configuration(row["script"]) not in seen:
-                seen.add(configuration(row["script"]))
+            if (row.get("k"), configuration(row["script"])) not in seen:
+                seen.add((row.get("k"), configuration(row["script"])))
                 out.append(f"- `{row['script']}` (commit {row['commit']})")
         out.append("")
         out += ["Each run's exact `rationale` commands are in `results.jsonl` (`command`).", ""]

@@ -104,3 +104,14 @@ def test_report_setup_shows_what_sets_a_configuration_apart():
     assert report.setup({"script": script}) == "5 epochs `--pairwise --batch-size 16 --lr 0.001 --max-support 4`"
     assert report.setup({"script": "python benchmarks/beer.py --extractor full --epochs 3"}) == "3 epochs"
     assert report.setup({"script": "python benchmarks/beer.py -- --k 10 --device cuda"}) == ""
+
+
+def test_report_groups_runs_of_one_configuration_whatever_the_order_folders_or_seeds():
+    report = load_script("report")
+    first = ("python benchmarks/beer.py --data-dir ../shared/data --extractor simple --aspects 0 --seeds 0 --epochs 20 "
+             "--runs /tmp/a -- --batch-size 100 --lr 0.001 --k 10 --time-limit 33")
+    later = ("python benchmarks/beer.py --extractor simple --aspects 0 --seeds 1 2 --data-dir /data --runs /tmp/b "
+             "--epochs 20 -- --lr 0.001 --batch-size 100 --time-limit 30")
+    assert report.configuration(first) == report.configuration(later)
+    assert report.configuration(later) != report.configuration(later.replace("--lr 0.001", "--lr 0.002"))
+    assert report.configuration(later) != report.configuration(later.replace("-- --lr", "--pooled -- --lr"))
