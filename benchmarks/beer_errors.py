@@ -21,6 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from rationale_cli.api import load  # noqa: E402
 from rationale_cli.readers.beer import iter_beer_annotations  # noqa: E402
+from rationale_cli.records import mask_to_spans  # noqa: E402
 
 ASPECTS = ["appearance", "aroma", "palate", "taste", "overall"]
 
@@ -48,7 +49,7 @@ def false_positives(by_aspect: list[list], aspect: int, selections: list[list[in
 
 def spans(selected: list[int]) -> int:
     """The runs of adjacent selected tokens in one review."""
-    return sum(1 for i, z in enumerate(selected) if z and (i == 0 or not selected[i - 1]))
+    return len(mask_to_spans(selected))
 
 
 def main() -> None:

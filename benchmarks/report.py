@@ -118,6 +118,18 @@ def load() -> list[dict]:
     return [json.loads(line) for line in RESULTS.read_text().splitlines() if line.strip()]
 
 
+def options(text: str, leave_out: set[str]) -> list[str]:
+    """A command line's words grouped per option (``--flag value ...``), in order, without
+    the options named in ``leave_out``."""
+    groups: list[list[str]] = []
+    for word in shlex.split(text):
+        if word.startswith("--") or not groups:
+            groups.append([word])
+        else:
+            groups[-1].append(word)
+    return [" ".join(g) for g in groups if g[0] not in leave_out]
+
+
 NOT_CONFIGURATION = {"--seeds", "--time-limit", "--evaluate-only", "--data-dir", "--runs", "--k"}
 
 
@@ -126,30 +138,21 @@ def configuration(script: str) -> str:
     ``--evaluate-only``, folders and train ``--k`` (k has its own column): runs that differ
     only in seed group together (a time limit bounds the budget, not the model; notes say
     where one stopped), and a run evaluated again later with the runs evaluated at once."""
-    def options(text: str) -> list[str]:
-        groups: list[list[str]] = []
-        for word in shlex.split(text):
-            if word.startswith("--") or not groups:
-                groups.append([word])
-            else:
-                groups[-1].append(word)
-        return sorted(" ".join(g) for g in groups if g[0] not in NOT_CONFIGURATION)
-
     command, _, train = script.partition(" -- ")
-    return " ".join([*options(command), "--", *options(train)])
+    return " ".join([*sorted(options(command, NOT_CONFIGURATION)), "--", *sorted(options(train, NOT_CONFIGURATION))])
 
 
-SHOWN_ELSEWHERE = re.compile(r" --(device|time-limit|encoder|embedding-dim|hidden-size|k) \S+| --save-epochs")
+SHOWN_ELSEWHERE = {"--device", "--time-limit", "--encoder", "--embedding-dim", "--hidden-size", "--k", "--save-epochs"}
 
 
 def setup(row: dict) -> str:
     """What sets a beer run's configuration apart: its epochs and the `rationale train` options
     after ``--``, less those shown in other columns (encoder, k) or that bound the run rather
     than the model (device, time limit)."""
-    script = row.get("script", "")
-    epochs = re.search(r" --epochs (\d+)", script.split(" -- ")[0])
-    options = SHOWN_ELSEWHERE.sub("", " " + script.split(" -- ", 1)[1]).strip() if " -- " in script else ""
-    return " ".join(filter(None, [f"{epochs.group(1)} epochs" if epochs else "", f"`{options}`" if options else ""]))
+    command, _, train = row.get("script", "").partition(" -- ")
+    epochs = [o.split()[1] for o in options(command, set()) if o.startswith("--epochs ")]
+    shown = " ".join(options(train, SHOWN_ELSEWHERE))
+    return " ".join(filter(None, [f"{epochs[0]} epochs" if epochs else "", f"`{shown}`" if shown else ""]))
 
 
 def beer_table(rows: list[dict]) -> list[str]:
