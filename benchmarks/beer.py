@@ -14,7 +14,10 @@ With ``--test-rate corpus`` the test reviews are decoded at the training target 
 over the whole test corpus (``evaluate --rate-over corpus``), and ``--evaluate-only``
 evaluates runs trained before with the same options instead of training them again.
 With ``--test-coherence LAMBDA`` a sparsemap or topk-sparsemax run's test reviews are
-decoded with that cost per 0/1 transition (``evaluate --coherence``).
+decoded with that cost per 0/1 transition (``evaluate --coherence``); with
+``--tune-coherence L1 L2 ...`` with each, and the row reports the cross-fit
+(``cross_fit.py``): each half of the test reviews decoded with the cost most precise on the
+other half, so no review is scored under a cost chosen on its own gold rationale.
 
     python benchmarks/beer.py --extractor full --aspects 0 1 2 --seeds 0
 
@@ -38,6 +41,7 @@ from common import ROOT, append_result, device_name, git_commit, rationale  # no
 from report import write_report  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
+from cross_fit import cross_fit  # noqa: E402
 from models.budget import Budget  # noqa: E402
 from models.selectors import option_specs  # noqa: E402
 from rationale_cli.devices import resolve_device  # noqa: E402
@@ -87,6 +91,22 @@ def write_split(train, valid, folder: Path) -> tuple[Path, Path, int]:
     return folder / "train.jsonl", folder / "valid.jsonl", len(train)
 
 
+def tuned_coherence(evaluate: tuple[str, ...], run: Path, decoding: str,
+                    costs: list[float]) -> tuple[dict, str, list[float]]:
+    """The test reviews decoded with each transition cost, cross-fitted (``cross_fit``): the
+    pooled scores, the evaluate commands and the cost each half got."""
+    rows, commands = {}, []
+    for cost in costs:
+        name = f"{decoding}-coherence-{cost:g}"
+        documents = run / f"test_documents{name}.jsonl"
+        command, _ = rationale(*evaluate, "--coherence", str(cost), "--json", str(run / f"test_metrics{name}.json"),
+                               "--per-document", str(documents))
+        commands.append(command)
+        rows[cost] = [json.loads(line) for line in documents.read_text().splitlines()]
+    test, chosen = cross_fit(rows)
+    return test, " && ".join(commands), chosen
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", default="../shared/data", help="folder holding beer/ and glove_6B_50d_subset/")
@@ -113,6 +133,9 @@ def main() -> None:
     parser.add_argument("--test-coherence", type=float, default=None, metavar="LAMBDA",
                         help="decode the test reviews with this cost per 0/1 transition (`evaluate "
                              "--coherence`; sparsemap and topk-sparsemax)")
+    parser.add_argument("--tune-coherence", type=float, nargs="+", default=None, metavar="LAMBDA",
+                        help="decode the test reviews with each of these costs and report the cross-fit: "
+                             "each half of them decoded with the cost most precise on the other half")
     parser.add_argument("--evaluate-only", action="store_true",
                         help="evaluate the runs these options trained before (in --runs) without training")
     parser.add_argument("train_args", nargs=argparse.REMAINDER, help="after --: extra options for `rationale train`")
@@ -121,6 +144,8 @@ def main() -> None:
         parser.error("--pooled and --train-size do not go together")
     if args.evaluate_only and not args.runs:
         parser.error("--evaluate-only needs the --runs folder the runs were trained in")
+    if args.test_coherence is not None and args.tune_coherence:
+        parser.error("--test-coherence and --tune-coherence do not go together")
     data = Path(args.data_dir)
     commit = git_commit()  # the code the runs start from (the checkout may move on while they train)
     default_targets = {0: 0.13, 1: 0.07, 2: 0.07, 3: 0.07, 4: 0.07}
@@ -167,13 +192,15 @@ def main() -> None:
             saved = Budget.parse(config["budget"]) if "budget" in config else None
             decoding = ([f"-{args.test_rate}-rate"] if args.test_rate else []) + (
                 [f"-coherence-{args.test_coherence:g}"] if args.test_coherence is not None else [])
-            metrics_file = run / f"test_metrics{''.join(decoding)}.json"
             at_rate = ["--rate", str(target), "--rate-over", args.test_rate] if args.test_rate else []
-            if args.test_coherence is not None:
-                at_rate += ["--coherence", str(args.test_coherence)]
-            eval_cmd, _ = rationale("evaluate", str(run), str(data / "beer" / "annotations.json"),
-                                    "--aspect", str(aspect), *at_rate, "--json", str(metrics_file))
-            test = json.loads(metrics_file.read_text())
+            evaluate = ("evaluate", str(run), str(data / "beer" / "annotations.json"), "--aspect", str(aspect), *at_rate)
+            if args.tune_coherence:
+                test, eval_cmd, chosen = tuned_coherence(evaluate, run, "".join(decoding), args.tune_coherence)
+            else:
+                metrics_file = run / f"test_metrics{''.join(decoding)}.json"
+                coherence = ["--coherence", str(args.test_coherence)] if args.test_coherence is not None else []
+                eval_cmd, _ = rationale(*evaluate, *coherence, "--json", str(metrics_file))
+                test, chosen = json.loads(metrics_file.read_text()), None
             append_result({
                 "benchmark": "beer", "extractor": args.extractor, "encoder": config["encoder"], "data": "beer",
                 "aspect": aspect, "selection_target": saved.share if rated and saved else None,
@@ -183,6 +210,7 @@ def main() -> None:
                 "seed": seed, "precision": test["precision"], "recall": test["recall"], "f1": test["f1"],
                 "selection_rate": test["selection_rate"], "mse": test["mse"], "train_seconds": round(seconds, 1),
                 "test_rate_over": args.test_rate, "test_coherence": args.test_coherence,
+                "coherence_cross_fit": {"costs": args.tune_coherence, "chosen": chosen} if chosen else None,
                 # absolute change of the predicted score without the rationale / from it alone (evaluate's reruns)
                 **{key: test.get("faithfulness", {}).get(key) for key in ("comprehensiveness", "sufficiency")},
                 "train_size": train_size, "vectors": f"{Path(vectors).name.split('.')[0]} {config['embedding_dim']}d",

@@ -3,6 +3,8 @@
 import gzip
 import importlib.util
 import json
+
+import pytest
 from pathlib import Path
 
 from rationale_cli.readers import read_records
@@ -115,3 +117,46 @@ def test_report_groups_runs_of_one_configuration_whatever_the_order_folders_or_s
     assert report.configuration(first) == report.configuration(later)
     assert report.configuration(later) != report.configuration(later.replace("--lr 0.001", "--lr 0.002"))
     assert report.configuration(later) != report.configuration(later.replace("-- --lr", "--pooled -- --lr"))
+
+
+def test_cross_fit_pools_per_document_rows_as_evaluate_does(tmp_path):
+    from typer.testing import CliRunner
+    from rationale_cli.cli import app
+
+    cross_fit = load_script("cross_fit")
+    runner = CliRunner()
+    run = tmp_path / "run"
+    result = runner.invoke(app, ["train", "--data", "demo", "--out", str(run), "--epochs", "1", "--encoder", "cnn",
+                                 "--extractor", "topk-sparsemax", "--embedding-dim", "8", "--hidden-size", "8"])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["evaluate", str(run), "demo", "--coherence", "1", "--json", str(tmp_path / "m.json"),
+                                 "--per-document", str(tmp_path / "d.jsonl")])
+    assert result.exit_code == 0, result.output
+    metrics = json.loads((tmp_path / "m.json").read_text())
+    rows = [json.loads(line) for line in (tmp_path / "d.jsonl").read_text().splitlines()]
+    mine = cross_fit.pooled(rows)
+    assert 0 < mine["selection_rate"] < 1 and mine["precision"] is not None
+    for key in ("precision", "recall", "f1", "selection_rate", "mse"):
+        assert mine[key] == pytest.approx(metrics[key], rel=1e-6), key
+    for key in ("comprehensiveness", "sufficiency"):
+        assert mine["faithfulness"][key] == pytest.approx(metrics["faithfulness"][key], rel=1e-6), key
+
+
+def test_cross_fit_decodes_each_half_with_the_setting_best_on_the_other_half():
+    cross_fit = load_script("cross_fit")
+    ids = [f"d{i}" for i in range(20)]
+    first, second = cross_fit.halves(ids)
+    assert first | second == set(ids) and not first & second and len(first) == 10
+    assert cross_fit.halves(ids) == (first, second) and cross_fit.halves(ids, seed=1) != (first, second)
+
+    def row(doc, overlap):
+        return {"id": doc, "tokens": 10, "selected": 4, "gold": 5, "overlap": overlap, "label": 0.5,
+                "prediction": 0.5}
+    # "a" is precise on the first half only, "b" on the second only
+    rows = {"a": [row(d, 4 if d in first else 0) for d in ids], "b": [row(d, 4 if d in second else 1) for d in ids]}
+    scores, chosen = cross_fit.cross_fit(rows)
+    assert chosen == ["b", "a"]  # the first half gets the second half's best, and the other way round
+    assert scores["precision"] == pytest.approx((10 * 1 + 10 * 0) / 80)
+    assert scores["documents"] == 20 and scores["selection_rate"] == pytest.approx(0.4)
+    same = {"a": rows["a"], "b": rows["a"]}
+    assert cross_fit.cross_fit(same)[1] == ["a", "a"]  # ties keep the first setting

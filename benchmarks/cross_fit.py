@@ -1,0 +1,63 @@
+"""Choosing a decoding setting on gold rationales without testing on the same reviews.
+
+The beer test reviews are the only ones with gold rationales, so a decoding setting chosen
+by its precision on them (e.g. ``evaluate --coherence``) is not a blind test figure. Two-fold
+cross-fitting keeps it blind per review: the annotated reviews are split in two halves by a
+fixed shuffle; each half is decoded with the setting most precise on the *other* half, and
+the scores are pooled over both halves from ``evaluate --per-document`` rows.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+from typing import Hashable, Sequence
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from rationale_cli.evaluation.metrics import mean, ratio  # noqa: E402
+
+
+def halves(ids: Sequence[str], seed: int = 0) -> tuple[set[str], set[str]]:
+    """The two folds: the sorted ids shuffled with ``seed`` and cut in the middle."""
+    order = sorted(ids)
+    random.Random(seed).shuffle(order)
+    middle = len(order) // 2
+    return set(order[:middle]), set(order[middle:])
+
+
+def pooled(rows: Sequence[dict]) -> dict:
+    """Token precision, recall, F1 (pooled over the documents, as ``evaluate`` pools them),
+    selection rate, the task's MSE and the mean faithfulness drops of per-document rows, keyed
+    as in ``evaluate --json``."""
+    gold = [r for r in rows if r.get("gold") is not None]
+    overlap, chosen, wanted = (sum(r[key] for r in gold) for key in ("overlap", "selected", "gold"))
+    drops = {key: [r[key] for r in rows if r.get(key) is not None] for key in ("comprehensiveness", "sufficiency")}
+    return {
+        "precision": ratio(overlap, chosen),
+        "recall": ratio(overlap, wanted),
+        "f1": ratio(2 * overlap, chosen + wanted),
+        "selection_rate": ratio(sum(r["selected"] for r in rows), sum(r["tokens"] for r in rows)),
+        "mse": ratio(sum((r["prediction"] - r["label"]) ** 2 for r in rows), len(rows)),
+        "faithfulness": {key: mean(values) for key, values in drops.items()},
+        "documents": len(rows),
+    }
+
+
+def cross_fit(rows_by_setting: dict[Hashable, list[dict]], seed: int = 0) -> tuple[dict, list[Hashable]]:
+    """Pooled scores of both halves, each decoded with the setting of the highest precision
+    on the other half (the first listed setting on ties), and the setting each half got.
+
+    ``rows_by_setting`` maps each setting to its per-document rows (with ``id``) over the same
+    documents."""
+    settings = list(rows_by_setting)
+    folds = halves([row["id"] for row in rows_by_setting[settings[0]]], seed)
+    chosen, rows = [], []
+    for fold, other in (folds, folds[::-1]):
+        def precision_on_other(setting: Hashable) -> float:
+            value = pooled([r for r in rows_by_setting[setting] if r["id"] in other])["precision"]
+            return -1.0 if value is None else value
+        best = max(settings, key=precision_on_other)  # max keeps the first of equals
+        chosen.append(best)
+        rows += [r for r in rows_by_setting[best] if r["id"] in fold]
+    return pooled(rows), chosen
