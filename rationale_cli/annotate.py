@@ -109,6 +109,12 @@ def annotate_window(run: Run, window: list[Record], batch_size: int, device, era
     return outputs
 
 
+def decoding(run: Run) -> tuple:
+    """How the run's model was asked to decode: its test rate, threshold and transition cost
+    (None where not asked; the cost exists for mask-set selectors only)."""
+    return run.model.test_rate, run.model.test_threshold, getattr(run.model.selector, "test_coherence", None)
+
+
 def file_identity(path: Path) -> dict:
     stat = path.stat()
     return {"path": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
@@ -205,8 +211,7 @@ class Job:
 
     def identity(self, run: Run) -> dict:
         source = Path(self.input)
-        rate, threshold = run.model.test_rate, run.model.test_threshold
-        coherence = getattr(run.model.selector, "test_coherence", None)
+        rate, threshold, coherence = decoding(run)
         return {"input": file_identity(source) if source.is_file() else {"path": self.input},
                 "model": model_identity(run),
                 "options": {**self.reader, "batch_size": self.batch_size, "window": self.window,
@@ -340,8 +345,7 @@ def start_workers(count: int, run: Run) -> tuple[list[Connection], list]:
         for _ in range(count):
             link, theirs = context.Pipe()
             process = context.Process(target=serve_windows, daemon=True, args=(
-                theirs, str(run.path), run.model.test_rate, run.model.test_threshold,
-                getattr(run.model.selector, "test_coherence", None)))
+                theirs, str(run.path), *decoding(run)))
             process.start()
             theirs.close()  # theirs only: a dead worker's pipe then reads as closed here
             links.append(link)

@@ -580,6 +580,7 @@ def explain(
     aspect: Optional[int] = typer.Option(None, help="Beer aspect (default: the run's)."),
     limit: int = typer.Option(5, help="Explain at most this many documents from --input, 0 = all."),
     html: Optional[Path] = typer.Option(None, help="Also write a self-contained HTML page here."),
+    coherence: Optional[float] = typer.Option(None, help=COHERENCE_HELP),
     device: str = typer.Option("auto", help="auto, cpu or cuda."),
 ):
     """Show documents with their rationale highlighted (against gold where present)."""
@@ -600,6 +601,7 @@ def explain(
     if html is not None and str(html) != "-":
         writable_target(html)
     loaded, dev = load_for_inference(run, device)
+    set_test_coherence(loaded, coherence)
     cfg = loaded.config
     if text is not None:
         tokens, offsets = tokenize(text)

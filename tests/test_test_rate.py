@@ -124,7 +124,7 @@ def test_predict_holds_a_share_over_the_whole_input_in_every_worker(attention_ru
     assert (tmp_path / "workers-1.jsonl").read_text() == outputs["1"]
 
 
-def test_evaluate_and_predict_decode_a_mask_set_run_with_a_transition_cost(tmp_path):
+def test_evaluate_predict_and_explain_decode_a_mask_set_run_with_a_transition_cost(tmp_path):
     runner = CliRunner()
     small = ["--epochs", "1", "--encoder", "cnn", "--embedding-dim", "8", "--hidden-size", "8"]
     run = tmp_path / "run"
@@ -153,6 +153,14 @@ def test_evaluate_and_predict_decode_a_mask_set_run_with_a_transition_cost(tmp_p
         return sum(len(json.loads(line)["rationale"]) for line in text.splitlines())
 
     assert spans(written["costly-1"]) < spans(written["own"]) / 2
+    marks = {}
+    for name, extra in (("own", []), ("costly", ["--coherence", "0.5"])):
+        page = tmp_path / f"{name}.html"
+        result = runner.invoke(app, ["explain", str(run), "--input", "demo", "--limit", "0", "--html", str(page),
+                                     *extra])
+        assert result.exit_code == 0, result.output
+        marks[name] = page.read_text().count("<mark")
+    assert 0 < marks["costly"] < marks["own"]  # explain draws the spans predict writes
     result = runner.invoke(app, ["predict", str(run), "demo", "--coherence", "0.5", "--engine", "dask",
                                  "--out", str(tmp_path / "dask.parquet")])
     assert result.exit_code == 2 and "--coherence is not available with --engine dask" in result.output
