@@ -11,7 +11,8 @@ With ``--pooled`` the training side also gets the other aspects' heldout reviews
 reviews and repeats left out); validation and test stay as they are. With
 ``--train-size N`` it trains on the first N of the aspect's 9,000 (a learning curve).
 With ``--test-rate corpus`` the test reviews are decoded at the training target held
-over the whole test corpus (``evaluate --rate-over corpus``), and ``--evaluate-only``
+over the whole test corpus (``evaluate --rate-over corpus``; ``--test-share S`` at S instead of
+the target), and ``--evaluate-only``
 evaluates runs trained before with the same options instead of training them again.
 With ``--test-coherence LAMBDA`` a sparsemap or topk-sparsemax run's test reviews are
 decoded with that cost per 0/1 transition (``evaluate --coherence``); with
@@ -130,6 +131,8 @@ def main() -> None:
                         help="decode the test reviews at the training target (`evaluate --rate`): each review "
                              "at that share, or one threshold holding it over the corpus (default: the "
                              "extractor's own decoding)")
+    parser.add_argument("--test-share", type=float, default=None, metavar="SHARE",
+                        help="with --test-rate: decode at this share instead of the training target")
     parser.add_argument("--test-coherence", type=float, default=None, metavar="LAMBDA",
                         help="decode the test reviews with this cost per 0/1 transition (`evaluate "
                              "--coherence`; sparsemap and topk-sparsemax)")
@@ -144,6 +147,8 @@ def main() -> None:
         parser.error("--pooled and --train-size do not go together")
     if args.evaluate_only and not args.runs:
         parser.error("--evaluate-only needs the --runs folder the runs were trained in")
+    if args.test_share is not None and not args.test_rate:
+        parser.error("--test-share goes with --test-rate")
     if args.test_coherence is not None and args.tune_coherence:
         parser.error("--test-coherence and --tune-coherence do not go together")
     data = Path(args.data_dir)
@@ -190,9 +195,11 @@ def main() -> None:
             history = json.loads((run / "metrics.json").read_text())["history"]
             supports = [epoch["support"] for epoch in history if "support" in epoch]
             saved = Budget.parse(config["budget"]) if "budget" in config else None
+            test_share = args.test_share if args.test_share is not None else target
             decoding = ([f"-{args.test_rate}-rate"] if args.test_rate else []) + (
+                [f"-{test_share:g}"] if args.test_share is not None else []) + (
                 [f"-coherence-{args.test_coherence:g}"] if args.test_coherence is not None else [])
-            at_rate = ["--rate", str(target), "--rate-over", args.test_rate] if args.test_rate else []
+            at_rate = ["--rate", str(test_share), "--rate-over", args.test_rate] if args.test_rate else []
             evaluate = ("evaluate", str(run), str(data / "beer" / "annotations.json"), "--aspect", str(aspect), *at_rate)
             if args.tune_coherence:
                 test, eval_cmd, chosen = tuned_coherence(evaluate, run, "".join(decoding), args.tune_coherence)
@@ -209,7 +216,7 @@ def main() -> None:
                 "attention": config["attention"] if args.extractor == "sparse-attention" else None,
                 "seed": seed, "precision": test["precision"], "recall": test["recall"], "f1": test["f1"],
                 "selection_rate": test["selection_rate"], "mse": test["mse"], "train_seconds": round(seconds, 1),
-                "test_rate_over": args.test_rate, "test_coherence": args.test_coherence,
+                "test_rate_over": args.test_rate, "test_share": args.test_share, "test_coherence": args.test_coherence,
                 "coherence_cross_fit": {"costs": args.tune_coherence, "chosen": chosen} if chosen else None,
                 # absolute change of the predicted score without the rationale / from it alone (evaluate's reruns)
                 **{key: test.get("faithfulness", {}).get(key) for key in ("comprehensiveness", "sufficiency")},

@@ -111,7 +111,8 @@ def shown_target(row: dict) -> str:
         return f"gamma {gamma.group(1) if gamma else 1}"
     if not row.get("selection_target"):
         return "-"
-    over = f", test at it per {row['test_rate_over']}" if row.get("test_rate_over") else ""
+    share = f"{100 * row['test_share']:.3g}%" if row.get("test_share") is not None else "it"
+    over = f", test at {share} per {row['test_rate_over']}" if row.get("test_rate_over") else ""
     return f"{100 * row['selection_target']:.3g}%{over}{decoded}"
 
 
@@ -300,7 +301,8 @@ def write_report() -> None:
                 "the mean number of masks with weight over training (sparse marginalization only).",
                 "`target`: the selection rate held in training (on the training reviews), or k; \"test at",
                 "it per corpus\": the test reviews decoded at that rate with one score threshold for all of",
-                "them (`evaluate --rate-over corpus`), \"per document\": each review at that share; for",
+                "them (`evaluate --rate-over corpus`), \"per document\": each review at that share (\"test at",
+                "S\": at S instead of the training rate, `beer.py --test-share S`); for",
                 "sparse attention, which holds no rate, its strength `--gamma` (smaller is sparser).",
                 "`setup`: the epochs and the `rationale train` options that set the configuration apart",
                 "(those shown in other columns, the device and the time limit left out).", ""]
