@@ -724,7 +724,8 @@ def demo(
                  per_document=None, faithfulness=True, rate=None, rate_over="document", coherence=None, epoch=None,
                  batch_size=64, device="auto")
         stderr().rule("3/3  explain three test reviews")
-        explain(run=workdir, text=None, input="demo", format="auto", aspect=None, limit=3, html=None, device="auto")
+        explain(run=workdir, text=None, input="demo", format="auto", aspect=None, limit=3, html=None, coherence=None,
+                device="auto")
     finally:
         if out is None:
             shutil.rmtree(workdir, ignore_errors=True)
