@@ -95,14 +95,18 @@ def write_split(train, valid, folder: Path) -> tuple[Path, Path, int]:
 def tuned_coherence(evaluate: tuple[str, ...], run: Path, decoding: str,
                     costs: list[float]) -> tuple[dict, str, list[float]]:
     """The test reviews decoded with each transition cost, cross-fitted (``cross_fit``): the
-    pooled scores, the evaluate commands and the cost each half got."""
+    pooled scores, the evaluate commands and the cost each half got. A cost's per-document
+    scores written since the run was trained are read again rather than recomputed."""
     rows, commands = {}, []
     for cost in costs:
         name = f"{decoding}-coherence-{cost:g}"
         documents = run / f"test_documents{name}.jsonl"
-        command, _ = rationale(*evaluate, "--coherence", str(cost), "--json", str(run / f"test_metrics{name}.json"),
-                               "--per-document", str(documents))
-        commands.append(command)
+        command = (*evaluate, "--coherence", str(cost), "--json", str(run / f"test_metrics{name}.json"),
+                   "--per-document", str(documents))
+        if documents.is_file() and documents.stat().st_mtime > (run / "metrics.json").stat().st_mtime:
+            commands.append(shlex.join(["rationale", *command]))
+        else:
+            commands.append(rationale(*command)[0])
         rows[cost] = [json.loads(line) for line in documents.read_text().splitlines()]
     test, chosen = cross_fit(rows)
     return test, " && ".join(commands), chosen
