@@ -18,7 +18,8 @@ With ``--test-coherence LAMBDA`` a sparsemap or topk-sparsemax run's test review
 decoded with that cost per 0/1 transition (``evaluate --coherence``); with
 ``--tune-coherence L1 L2 ...`` with each, and the row reports the cross-fit
 (``cross_fit.py``): each half of the test reviews decoded with the cost most precise on the
-other half, so no review is scored under a cost chosen on its own gold rationale.
+other half among those selecting within 1 point of the target, so no review is scored under
+a cost chosen on its own gold rationale.
 
     python benchmarks/beer.py --extractor full --aspects 0 1 2 --seeds 0
 
@@ -92,11 +93,12 @@ def write_split(train, valid, folder: Path) -> tuple[Path, Path, int]:
     return folder / "train.jsonl", folder / "valid.jsonl", len(train)
 
 
-def tuned_coherence(evaluate: tuple[str, ...], run: Path, decoding: str,
-                    costs: list[float]) -> tuple[dict, str, list[float]]:
-    """The test reviews decoded with each transition cost, cross-fitted (``cross_fit``): the
-    pooled scores, the evaluate commands and the cost each half got. A cost's per-document
-    scores written since the run was trained are read again rather than recomputed."""
+def tuned_coherence(evaluate: tuple[str, ...], run: Path, decoding: str, costs: list[float],
+                    rate: float | None) -> tuple[dict, str, list[float]]:
+    """The test reviews decoded with each transition cost, cross-fitted (``cross_fit``, among
+    the costs that select within 1 point of ``rate``): the pooled scores, the evaluate
+    commands and the cost each half got. A cost's per-document scores written since the run
+    was trained are read again rather than recomputed."""
     rows, commands = {}, []
     for cost in costs:
         name = f"{decoding}-coherence-{cost:g}"
@@ -108,7 +110,7 @@ def tuned_coherence(evaluate: tuple[str, ...], run: Path, decoding: str,
         else:
             commands.append(rationale(*command)[0])
         rows[cost] = [json.loads(line) for line in documents.read_text().splitlines()]
-    test, chosen = cross_fit(rows)
+    test, chosen = cross_fit(rows, rate)
     return test, " && ".join(commands), chosen
 
 
@@ -205,8 +207,10 @@ def main() -> None:
                 [f"-coherence-{args.test_coherence:g}"] if args.test_coherence is not None else [])
             at_rate = ["--rate", str(test_share), "--rate-over", args.test_rate] if args.test_rate else []
             evaluate = ("evaluate", str(run), str(data / "beer" / "annotations.json"), "--aspect", str(aspect), *at_rate)
-            if args.tune_coherence:
-                test, eval_cmd, chosen = tuned_coherence(evaluate, run, "".join(decoding), args.tune_coherence)
+            if args.tune_coherence:  # the share decoding holds, to compare costs at
+                held = (args.test_share if args.test_share is not None else saved.share) if rated and saved else None
+                test, eval_cmd, chosen = tuned_coherence(evaluate, run, "".join(decoding), args.tune_coherence,
+                                                        held)
             else:
                 metrics_file = run / f"test_metrics{''.join(decoding)}.json"
                 coherence = ["--coherence", str(args.test_coherence)] if args.test_coherence is not None else []
@@ -221,7 +225,7 @@ def main() -> None:
                 "seed": seed, "precision": test["precision"], "recall": test["recall"], "f1": test["f1"],
                 "selection_rate": test["selection_rate"], "mse": test["mse"], "train_seconds": round(seconds, 1),
                 "test_rate_over": args.test_rate, "test_share": args.test_share, "test_coherence": args.test_coherence,
-                "coherence_cross_fit": {"costs": args.tune_coherence, "chosen": chosen} if chosen else None,
+                "coherence_cross_fit": {"costs": args.tune_coherence, "chosen": chosen, "rate": held} if chosen else None,
                 # absolute change of the predicted score without the rationale / from it alone (evaluate's reruns)
                 **{key: test.get("faithfulness", {}).get(key) for key in ("comprehensiveness", "sufficiency")},
                 "train_size": train_size, "vectors": f"{Path(vectors).name.split('.')[0]} {config['embedding_dim']}d",

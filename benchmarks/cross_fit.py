@@ -3,8 +3,9 @@
 The beer test reviews are the only ones with gold rationales, so a decoding setting chosen
 by its precision on them (e.g. ``evaluate --coherence``) is not a blind test figure. Two-fold
 cross-fitting keeps it blind per review: the annotated reviews are split in two halves by a
-fixed shuffle; each half is decoded with the setting most precise on the *other* half, and
-the scores are pooled over both halves from ``evaluate --per-document`` rows.
+fixed shuffle; each half is decoded with the setting most precise on the *other* half (among
+those that keep the selection rate asked for), and the scores are pooled over both halves from
+``evaluate --per-document`` rows.
 """
 
 from __future__ import annotations
@@ -44,20 +45,22 @@ def pooled(rows: Sequence[dict]) -> dict:
     }
 
 
-def cross_fit(rows_by_setting: dict[Hashable, list[dict]], seed: int = 0) -> tuple[dict, list[Hashable]]:
+def cross_fit(rows_by_setting: dict[Hashable, list[dict]], rate: float | None = None, tolerance: float = 0.01,
+              seed: int = 0) -> tuple[dict, list[Hashable]]:
     """Pooled scores of both halves, each decoded with the setting of the highest precision
     on the other half (the first listed setting on ties), and the setting each half got.
 
     ``rows_by_setting`` maps each setting to its per-document rows (with ``id``) over the same
-    documents."""
+    documents. With a ``rate``, only settings whose selection rate on the other half is within
+    ``tolerance`` of it compete (precision rises as the selection shrinks, so a setting that
+    fills less of the budget must not win on that), and the first setting where none is."""
     settings = list(rows_by_setting)
     folds = halves([row["id"] for row in rows_by_setting[settings[0]]], seed)
     chosen, rows = [], []
     for fold, other in (folds, folds[::-1]):
-        def precision_on_other(setting: Hashable) -> float:
-            value = pooled([r for r in rows_by_setting[setting] if r["id"] in other])["precision"]
-            return -1.0 if value is None else value
-        best = max(settings, key=precision_on_other)  # max keeps the first of equals
+        scores = {s: pooled([r for r in rows_by_setting[s] if r["id"] in other]) for s in settings}
+        fair = [s for s in settings if rate is None or abs(scores[s]["selection_rate"] - rate) <= tolerance]
+        best = max(fair, key=lambda s: scores[s]["precision"] or 0.0) if fair else settings[0]  # the first of equals
         chosen.append(best)
         rows += [r for r in rows_by_setting[best] if r["id"] in fold]
     return pooled(rows), chosen

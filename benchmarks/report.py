@@ -289,8 +289,9 @@ def write_report() -> None:
                 "the published precision (trained on about 8x more reviews). Every run is in the table below.",
                 "\"decoded with coherence a / b cross-fit\": the run's test reviews decoded with a cost per 0/1",
                 "transition (`evaluate --coherence`) chosen without their own gold rationales: each half of",
-                "them (a fixed shuffle) with the cost most precise on the other half (`beer.py",
-                "--tune-coherence`), a for the first half and b for the second. Rows \"decoded with coherence",
+                "them (a fixed shuffle) with the cost most precise on the other half among those selecting",
+                "within 1 point of the target there (`beer.py --tune-coherence`), a for the first half and b",
+                "for the second. Rows \"decoded with coherence",
                 "c\", a cost chosen on all the test reviews, are not blind and stay in the table below only.",
                 "", *summary_table(beer), ""]
         out += ["## Beer (aspects 0-2)", "", *beer_table(beer), ""]

@@ -153,10 +153,16 @@ def test_cross_fit_decodes_each_half_with_the_setting_best_on_the_other_half():
         return {"id": doc, "tokens": 10, "selected": 4, "gold": 5, "overlap": overlap, "label": 0.5,
                 "prediction": 0.5}
     # "a" is precise on the first half only, "b" on the second only
-    rows = {"a": [row(d, 4 if d in first else 0) for d in ids], "b": [row(d, 4 if d in second else 1) for d in ids]}
+    rows = {"a": [row(d, 3 if d in first else 0) for d in ids], "b": [row(d, 3 if d in second else 1) for d in ids]}
     scores, chosen = cross_fit.cross_fit(rows)
     assert chosen == ["b", "a"]  # the first half gets the second half's best, and the other way round
     assert scores["precision"] == pytest.approx((10 * 1 + 10 * 0) / 80)
     assert scores["documents"] == 20 and scores["selection_rate"] == pytest.approx(0.4)
     same = {"a": rows["a"], "b": rows["a"]}
     assert cross_fit.cross_fit(same)[1] == ["a", "a"]  # ties keep the first setting
+    # "c" is precise everywhere but selects a tenth of the tokens, where "a" and "b" select 40%
+    rows["c"] = [{**row(d, 1), "selected": 1} for d in ids]
+    assert cross_fit.cross_fit(rows)[1] == ["c", "c"]
+    assert cross_fit.cross_fit(rows, rate=0.4)[1] == ["b", "a"]
+    assert cross_fit.cross_fit(rows, rate=0.1)[1] == ["c", "c"]
+    assert cross_fit.cross_fit(rows, rate=0.25, tolerance=0.1)[1] == ["a", "a"]  # none fits: the first
