@@ -119,6 +119,25 @@ def test_report_groups_runs_of_one_configuration_whatever_the_order_folders_or_s
     assert report.configuration(later) != report.configuration(later.replace("-- --lr", "--pooled -- --lr"))
 
 
+def test_report_summary_compares_a_rate_extractor_at_the_protocol_rate_and_blind_decodings_only():
+    report = load_script("report")
+
+    def row(precision, rate, options="", **extra):
+        return {"benchmark": "beer", "extractor": "sparsemap", "encoder": "cnn", "aspect": 1, "selection_target": 0.07,
+                "k": None, "train_size": 9000, "vectors": report.PROTOCOL_VECTORS, "precision": precision,
+                "recall": 0.5, "f1": 0.5, "selection_rate": rate, "mse": 0.02, "seed": 0,
+                "script": f"python benchmarks/beer.py --extractor sparsemap --aspects 1 -- --lr 0.001{options}", **extra}
+
+    def best(rows):
+        (line,) = report.summary_table(rows)[2:]
+        return line.split(" | ")[7]
+
+    rows = [row(0.70, 0.068), row(0.80, 0.045, " --max-support 2")]
+    assert best(rows) == "70.0"  # the more precise run selected 4.5%, not about 7%
+    assert best(rows[1:]) == "80.0"  # the only one there is
+    assert best(rows + [row(0.95, 0.07, " --max-support 4", test_coherence=2.0)]) == "70.0"  # cost chosen on test
+
+
 def test_cross_fit_pools_per_document_rows_as_evaluate_does(tmp_path):
     from typer.testing import CliRunner
     from rationale_cli.cli import app
