@@ -144,7 +144,8 @@ def main() -> None:
                              "--coherence`; sparsemap and topk-sparsemax)")
     parser.add_argument("--tune-coherence", type=float, nargs="+", default=None, metavar="LAMBDA",
                         help="decode the test reviews with each of these costs and report the cross-fit: "
-                             "each half of them decoded with the cost most precise on the other half")
+                             "each half of them decoded with the cost most precise on the other half among "
+                             "those selecting within 1 point of the target there")
     parser.add_argument("--evaluate-only", action="store_true",
                         help="evaluate the runs these options trained before (in --runs) without training")
     parser.add_argument("train_args", nargs=argparse.REMAINDER, help="after --: extra options for `rationale train`")

@@ -295,14 +295,14 @@ def write_report() -> None:
                 "transition (`evaluate --coherence`) chosen without their own gold rationales: each half of",
                 "them (a fixed shuffle) with the cost most precise on the other half among those selecting",
                 "within 1 point of the target there (`beer.py --tune-coherence`), a for the first half and b",
-                "for the second. Rows \"decoded with coherence",
-                "c\", a cost chosen on all the test reviews, are not blind and stay in the table below only.",
+                "for the second. Rows \"decoded with coherence c\", a cost chosen on all the test reviews, are",
+                "not blind and stay in the table below only.",
                 "", *summary_table(beer), ""]
         out += ["## Beer (aspects 0-2)", "", *beer_table(beer), ""]
         out += ["Rows group runs of one configuration (the same command but for the seed); several",
                 "runs (seeds, or one seed trained again by later code) show mean ± standard deviation.",
-                "`published` is the paper's figure for that",
-                "extractor and aspect (full training data, 200-d beer vectors). Runs on a GPU shared it",
+                "`published` is the paper's figure for that extractor and aspect (full training data,",
+                "200-d beer vectors). Runs on a GPU shared it",
                 "with up to 18 other runs, so their train seconds measure nothing but that. `support`:",
                 "the mean number of masks with weight over training (sparse marginalization only).",
                 "`target`: the selection rate held in training (on the training reviews), or k; \"test at",
