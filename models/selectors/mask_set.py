@@ -41,8 +41,8 @@ class MaskSetOptions(Options):
 
 class MaskSetSelector(Selector):
     Options = MaskSetOptions
-    # a transition cost for decoding in eval mode instead of ``coherence`` (evaluate/predict
-    # --coherence); None: the trained one
+    # a transition cost for decoding in eval mode instead of ``coherence`` (evaluate, predict
+    # and explain --coherence); None: the trained one
     test_coherence: float | None = None
 
     def __init__(self, input_size: int, **options):
