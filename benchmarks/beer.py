@@ -199,7 +199,8 @@ def main() -> None:
             else:
                 train_cmd, seconds = rationale(*train_args)
             config = json.loads((run / "config.json").read_text())
-            history = json.loads((run / "metrics.json").read_text())["history"]
+            trained = json.loads((run / "metrics.json").read_text())
+            history = trained["history"]
             supports = [epoch["support"] for epoch in history if "support" in epoch]
             saved = Budget.parse(config["budget"]) if "budget" in config else None
             test_share = args.test_share if args.test_share is not None else target
@@ -225,6 +226,8 @@ def main() -> None:
                 "attention": config["attention"] if args.extractor == "sparse-attention" else None,
                 "seed": seed, "precision": test["precision"], "recall": test["recall"], "f1": test["f1"],
                 "selection_rate": test["selection_rate"], "mse": test["mse"], "train_seconds": round(seconds, 1),
+                # the kept epoch on the validation reviews: what a blind choice between configurations reads
+                "valid_mse": trained["valid"]["mse"], "valid_rate": trained["valid"]["selection_rate"],
                 "test_rate_over": args.test_rate, "test_share": args.test_share, "test_coherence": args.test_coherence,
                 "coherence_cross_fit": {"costs": args.tune_coherence, "chosen": chosen, "rate": held} if chosen else None,
                 # absolute change of the predicted score without the rationale / from it alone (evaluate's reruns)
