@@ -146,6 +146,10 @@ def main() -> None:
                         help="decode the test reviews with each of these costs and report the cross-fit: "
                              "each half of them decoded with the cost most precise on the other half among "
                              "those selecting within 1 point of the target there")
+    parser.add_argument("--search", default=None, metavar="NAME",
+                        help="these runs are one configuration of the hyperparameter search NAME: of its "
+                             "configurations, RESULTS.md's summary shows only the one of lowest mean validation "
+                             "MSE (a choice made without the test reviews)")
     parser.add_argument("--evaluate-only", action="store_true",
                         help="evaluate the runs these options trained before (in --runs) without training")
     parser.add_argument("train_args", nargs=argparse.REMAINDER, help="after --: extra options for `rationale train`")
@@ -228,6 +232,7 @@ def main() -> None:
                 "selection_rate": test["selection_rate"], "mse": test["mse"], "train_seconds": round(seconds, 1),
                 # the kept epoch on the validation reviews: what a blind choice between configurations reads
                 "valid_mse": trained["valid"]["mse"], "valid_rate": trained["valid"]["selection_rate"],
+                **({"search": args.search} if args.search else {}),
                 "test_rate_over": args.test_rate, "test_share": args.test_share, "test_coherence": args.test_coherence,
                 "coherence_cross_fit": {"costs": args.tune_coherence, "chosen": chosen, "rate": held} if chosen else None,
                 # absolute change of the predicted score without the rationale / from it alone (evaluate's reruns)

@@ -185,3 +185,33 @@ def test_cross_fit_decodes_each_half_with_the_setting_best_on_the_other_half():
     assert cross_fit.cross_fit(rows, rate=0.4)[1] == ["b", "a"]
     assert cross_fit.cross_fit(rows, rate=0.1)[1] == ["c", "c"]
     assert cross_fit.cross_fit(rows, rate=0.25, tolerance=0.1)[1] == ["a", "a"]  # none fits: the first
+
+
+def test_report_summary_takes_a_search_s_configuration_by_validation_not_test():
+    report = load_script("report")
+
+    def row(precision, valid_mse, options, search="paper-space", **extra):
+        searched = f" --search {search}" if search else ""
+        return {"benchmark": "beer", "extractor": "topk", "encoder": "sst-complex", "aspect": 1,
+                "selection_target": None, "k": 10, "train_size": 9000, "vectors": report.PROTOCOL_VECTORS,
+                "precision": precision, "recall": 0.3, "f1": 0.4, "selection_rate": 0.079, "mse": 0.016,
+                "seed": 0, "valid_mse": valid_mse, "command": "rationale train ...",
+                "script": f"python benchmarks/beer.py --extractor topk --aspects 1{searched} -- {options}",
+                **({"search": search} if search else {}), **extra}
+
+    def summary(rows):
+        (line,) = report.summary_table(rows)[2:]
+        cells = line.split(" | ")
+        return cells[4], cells[7]
+
+    searched = [row(0.60, 0.034, "--lr 0.01"), row(0.55, 0.030, "--lr 0.001"), row(0.50, 0.031, "--lr 0.003")]
+    setup, precision = summary(searched)
+    assert precision == "55.0"  # the lowest validation MSE, not the most precise on test
+    assert "the lowest validation MSE of 3 configurations (search paper-space)" in setup
+    # a configuration outside the search still competes on its own
+    assert summary(searched + [row(0.57, 0.040, "--lr 0.0005", search=None)])[1] == "57.0"
+    # the same options searched twice are two searches, each choosing its own
+    assert summary(searched + [row(0.58, 0.020, "--lr 0.01", search="other")])[1] == "58.0"
+    unvalidated = row(0.9, None, "--lr 0.1")
+    with pytest.raises(ValueError, match="without valid_mse"):
+        report.summary_table(searched + [unvalidated])
