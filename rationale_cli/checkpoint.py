@@ -54,6 +54,8 @@ def save_checkpoint(out: Path, model: torch.nn.Module, optimizer: torch.optim.Op
         for index, states in enumerate(random_states):
             tensors.update({f"rng.{kind}.{index}": value for kind, value in states.items()})
     meta = {**state, "lrs": [group["lr"] for group in optimizer.param_groups], "python_rng": rng.getstate()}
+    if all("initial_lr" in group for group in optimizer.param_groups):  # a linear schedule's start
+        meta["initial_lrs"] = [group["initial_lr"] for group in optimizer.param_groups]
     with atomic_path(out / RESUME) as tmp:
         save_file(tensors, str(tmp), metadata={"state": json.dumps(meta)})
 
@@ -83,6 +85,8 @@ def load_checkpoint(out: Path, model: torch.nn.Module, optimizer: torch.optim.Op
     saved["state"] = slots
     for group, lr in zip(saved["param_groups"], meta.pop("lrs")):
         group["lr"] = lr
+    for group, lr in zip(saved["param_groups"], meta.pop("initial_lrs", [])):
+        group["initial_lr"] = lr
     optimizer.load_state_dict(saved)
     own = f".{rank}" if f"rng.torch.{rank}" in tensors else ""
     torch.set_rng_state(tensors[f"rng.torch{own}"])

@@ -72,6 +72,11 @@ class TrainConfig:
     weight_decay: float = option(1e-6, "Weight decay.", low=0.0, panel=TRAINING)
     lr_decay: float = option(1.0, "Multiply the learning rate by this when validation loss does not improve "
                              "(1: off).", above=0.0, high=1.0, panel=TRAINING)
+    lr_final: float = option(1.0, "Decay the learning rate linearly, update by update, to this multiple of --lr "
+                             "over --lr-decay-epochs, then hold it (the schedule of Paulus et al., 2020, "
+                             "appendix D.6; 1: off).", above=0.0, high=1.0, panel=TRAINING)
+    lr_decay_epochs: int | None = option(None, "Epochs of the linear decay to --lr-final.", low=1,
+                                         default_text="all --epochs", panel=TRAINING)
     clip: float = option(5.0, "Gradient norm clipping, 0 = off.", low=0.0, panel=TRAINING)
     patience: int = option(5, "Early stopping after this many epochs without improvement, 0 = off.", low=0,
                            panel=TRAINING)

@@ -2,7 +2,8 @@
 interface), knowing no paths and no console.
 
 ``loss = (weights * task_loss).sum(-1).mean() + penalty + surrogate``, Adam,
-gradient clipping, optional learning-rate decay when validation loss stalls,
+gradient clipping, optional learning-rate decay when validation loss stalls or
+linear in the updates,
 model selection on validation task loss and early stopping (Bastings et al.,
 2019, appendix B.1: models are selected on validation loss). What a run does
 beside training (writing its directory, printing progress, stopping at a time
@@ -90,6 +91,22 @@ class Keep:
                 f"validation loss at a selection rate within {self.tolerance:g} of {self.target:g}")
 
 
+@dataclass(frozen=True)
+class LinearDecay:
+    """The learning rate at update t (from 0): its start times ``1 - (1 - final) * min(1, t /
+    steps)``, a linear decay to ``final`` times the start over ``steps`` updates, then held
+    (Paulus et al., 2020, appendix D.6). The start is each group's ``initial_lr`` (set at the
+    first update; a resumed run's checkpoint restores it)."""
+
+    final: float
+    steps: int
+
+    def apply(self, optimizer: torch.optim.Optimizer, t: int) -> None:
+        factor = 1.0 - (1.0 - self.final) * min(1.0, t / self.steps)
+        for group in optimizer.param_groups:
+            group["lr"] = group.setdefault("initial_lr", group["lr"]) * factor
+
+
 class Diverged(FloatingPointError):
     """A non-finite value before any epoch finished: there is no model to keep."""
 
@@ -162,6 +179,7 @@ class Fit:
     rank: int = 0
     random_states: list[dict] | None = None  # every process's, after an epoch of a distributed run
     keep: Keep = Keep()
+    schedule: LinearDecay | None = None
 
 
 def fit(
@@ -178,6 +196,8 @@ def fit(
     weight_decay: float = DEFAULTS["weight_decay"].default,
     clip: float = DEFAULTS["clip"].default,
     lr_decay: float = DEFAULTS["lr_decay"].default,
+    lr_final: float = DEFAULTS["lr_final"].default,
+    lr_decay_epochs: int | None = None,
     patience: int = DEFAULTS["patience"].default,
     keep: Keep = Keep(),
     rng: random.Random | int = 0,
@@ -206,8 +226,9 @@ def fit(
     processes = world_size()
     net = wrap(model, device)
     batches = len(train) // (batch_size * processes) + (len(train) % (batch_size * processes) >= processes)
+    schedule = LinearDecay(lr_final, (lr_decay_epochs or epochs) * batches) if lr_final < 1.0 else None
     run = Fit(model, vocab, task, optimizer, rng, device, epochs, batches, state or FitState(), callbacks, net,
-              processes, rank(), keep=keep)
+              processes, rank(), keep=keep, schedule=schedule)
     state = run.state
     started, seconds_before = time.perf_counter(), state.train_seconds
     try:
@@ -228,9 +249,11 @@ def fit(
                     state.best_weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
             elif keep.reached(state.best["valid"]):  # while no epoch is at the target rate, none is stale
                 state.stale += 1
-                if lr_decay < 1.0:
+                if lr_decay < 1.0:  # with a linear schedule, its start too
                     for group in optimizer.param_groups:
                         group["lr"] *= lr_decay
+                        if "initial_lr" in group:
+                            group["initial_lr"] *= lr_decay
             state.train_seconds = seconds_before + time.perf_counter() - started
             if patience > 0 and state.stale >= patience:
                 state.stop = f"early stop: no improvement in {keep.describe()} for {state.stale} epochs"
@@ -268,6 +291,8 @@ def one_epoch(run: Fit, epoch: int, train: Sequence[Record], valid: Sequence[Rec
         step += 1
         records = share(batch_records, run.rank, run.processes)
         batch = make_batch(records, run.vocab, task, run.device)
+        if run.schedule is not None:
+            run.schedule.apply(run.optimizer, (epoch - 1) * run.batches + step - 1)
         try:
             loss, selection = training_step(run.net, task, batch, run.optimizer, clip)
         except FloatingPointError as err:

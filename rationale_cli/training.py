@@ -175,7 +175,8 @@ def train_run(
         hooks.append(TimeLimit(config.time_limit))
     try:
         state = fit(model, vocab, task, train, valid, optimizer, epochs=config.epochs, batch_size=config.batch_size,
-                    clip=config.clip, lr_decay=config.lr_decay, patience=config.patience, keep=config.keep_rule(), rng=rng,
+                    clip=config.clip, lr_decay=config.lr_decay, lr_final=config.lr_final,
+                    lr_decay_epochs=config.lr_decay_epochs, patience=config.patience, keep=config.keep_rule(), rng=rng,
                     callbacks=[*hooks, *callbacks], state=state)
     except Diverged as err:
         where = f"{out}: " if out is not None else ""

@@ -50,6 +50,25 @@ def test_fit_without_callbacks_trains_in_memory_and_writes_nothing(tmp_path, mon
     assert state.metrics()["valid"] == state.best["valid"]
     assert state.history[state.best["epoch"] - 1]["valid_loss"] == min(h["valid_loss"] for h in state.history)
 
+def test_linear_decay_takes_the_learning_rate_down_update_by_update_then_holds_it():
+    class Rates(Callback):
+        def __init__(self):
+            self.seen = []
+
+        def on_step(self, fit, step, mean_loss):
+            self.seen.append(fit.optimizer.param_groups[0]["lr"])
+
+    model, vocab, task, train, valid = demo_parts()
+    rates = Rates()
+    state = fit(model, vocab, task, train, valid, epochs=3, batch_size=64, lr=0.01, lr_final=0.1, lr_decay_epochs=2,
+                patience=0, callbacks=[rates])
+    steps = len(rates.seen) // 3
+    assert len(rates.seen) == 3 * steps and state.epoch == 3
+    expected = [0.01 * (1 - 0.9 * min(1.0, t / (2 * steps))) for t in range(3 * steps)]
+    assert rates.seen == pytest.approx(expected, rel=1e-12)
+    assert rates.seen[-1] == pytest.approx(0.001)  # held after the decay
+
+
 
 def test_a_callback_sees_every_step_and_can_stop_training():
     model, vocab, task, train, valid = demo_parts()

@@ -96,7 +96,8 @@ def test_time_limit_stops_before_an_epoch_that_would_pass_it(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("extra", [SMALL, ["--extractor", "hardkuma", "--encoder", "lstm", "--embedding-dim", "8",
-                                             "--hidden-size", "8", "--batch-size", "100", "--dropout", "0.3"]])
+                                             "--hidden-size", "8", "--batch-size", "100", "--dropout", "0.3"],
+                                   [*SMALL, "--lr-final", "0.1", "--lr-decay-epochs", "2"]])  # resumed mid-decay
 def test_resume_ends_where_an_uninterrupted_run_ends(tmp_path, extra):
     whole, halves = tmp_path / "whole", tmp_path / "halves"
     assert invoke("train", "--data", "demo", "--out", whole, "--epochs", 3, "--seed", 5, *extra).exit_code == 0
