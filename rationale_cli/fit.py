@@ -197,7 +197,7 @@ def fit(
     clip: float = DEFAULTS["clip"].default,
     lr_decay: float = DEFAULTS["lr_decay"].default,
     lr_final: float = DEFAULTS["lr_final"].default,
-    lr_decay_epochs: int | None = None,
+    lr_decay_epochs: int | None = DEFAULTS["lr_decay_epochs"].default,
     patience: int = DEFAULTS["patience"].default,
     keep: Keep = Keep(),
     rng: random.Random | int = 0,
@@ -208,7 +208,9 @@ def fit(
     """Train ``model`` on ``train``, validating on ``valid`` after every epoch, for at most
     ``epochs`` epochs in all (``state``, a resumed run's, counts the ones done). The
     optimizer defaults to Adam with ``lr`` and ``weight_decay``; ``rng`` (or its seed)
-    orders the batches. The defaults are those of ``rationale train``. With
+    orders the batches; ``lr_final`` below 1 decays the learning rate linearly over
+    ``lr_decay_epochs`` (default: ``epochs``; :class:`LinearDecay`). The defaults are those
+    of ``rationale train``. With
     ``restore_best`` the model ends with the weights of its best validation epoch by the
     ``keep`` rule (else with its last; ``state.best`` says which was best).
     Returns the final state; :class:`Diverged` when a value turns non-finite before any
