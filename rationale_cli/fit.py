@@ -210,9 +210,9 @@ def fit(
     optimizer defaults to Adam with ``lr`` and ``weight_decay``; ``rng`` (or its seed)
     orders the batches; ``lr_final`` below 1 decays the learning rate linearly over
     ``lr_decay_epochs`` (default: ``epochs``; :class:`LinearDecay`). The defaults are those
-    of ``rationale train``. With
-    ``restore_best`` the model ends with the weights of its best validation epoch by the
-    ``keep`` rule (else with its last; ``state.best`` says which was best).
+    of ``rationale train``. With ``restore_best`` the model ends with the weights of its
+    best validation epoch by the ``keep`` rule (else with its last; ``state.best`` says
+    which was best).
     Returns the final state; :class:`Diverged` when a value turns non-finite before any
     epoch finished (later, training stops and keeps the best epoch so far). Called by
     every process of a distributed run (a torch.distributed process group, see
