@@ -211,20 +211,20 @@ def published_precision(extractor: str, aspect: int, k: int | None) -> float | N
     return float(match.group(1)) if match else None
 
 
-def validation_choices(groups: dict[tuple, list[dict]]) -> dict[tuple, bool]:
-    """For the configurations (groups of runs) in a hyperparameter search (``beer.py --search``),
-    whether each is its search's choice per extractor and aspect: the lowest mean validation MSE."""
+def passed_over(groups: dict[tuple, list[dict]]) -> set[tuple]:
+    """The configurations (groups of runs) of a hyperparameter search (``beer.py --search``) that
+    are not its choice per extractor and aspect, the lowest mean validation MSE."""
     searches: dict[tuple, list[tuple]] = defaultdict(list)
     for key, runs in groups.items():
         if runs[0].get("search"):
             if any(r.get("valid_mse") is None for r in runs):
                 raise ValueError(f"search {runs[0]['search']}: a run without valid_mse ({runs[0]['command'][:80]})")
             searches[(runs[0]["search"], key[0], key[1])].append(key)
-    chosen = {}
+    left = set()
     for keys in searches.values():
         pick = min(keys, key=lambda k: statistics.mean(r["valid_mse"] for r in groups[k]))
-        chosen.update({key: key == pick for key in keys})
-    return chosen
+        left.update(key for key in keys if key != pick)
+    return left
 
 
 def searched_text(row: dict, groups: dict[tuple, list[dict]]) -> str:
@@ -249,11 +249,11 @@ def summary_table(rows: list[dict]) -> list[str]:
             key = (row["extractor"], row["aspect"], row.get("selection_target"), row.get("k"),
                    configuration(row["script"]))
             groups[key].append(row)
-    searched = validation_choices(groups)
+    left_out = passed_over(groups)
     best: dict[tuple, tuple[tuple, list[dict]]] = {}
     for key, runs in groups.items():
         extractor, aspect, target, *_ = key
-        if key in searched and not searched[key]:
+        if key in left_out:
             continue
         protocol = runs[0].get("vectors") == PROTOCOL_VECTORS
         # a rate extractor's precision at the protocol's rate, not at a smaller one
