@@ -95,15 +95,18 @@ def pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}"
 
 
-def shown_target(row: dict) -> str:
-    """The training target of a beer run: k, or the selection rate held in training (and
-    where the test reviews were decoded at it, over each review or over the corpus), or
-    sparse attention's strength gamma; and the transition cost the test reviews were
-    decoded with, if one was asked for (per half where it was cross-fitted)."""
+def shown_target(runs: list[dict]) -> str:
+    """The training target of a configuration's beer runs: k, or the selection rate held in
+    training (and where the test reviews were decoded at it, over each review or over the
+    corpus), or sparse attention's strength gamma; and the transition cost the test reviews
+    were decoded with, if one was asked for (per half where it was cross-fitted, per run where
+    the runs' choices differ)."""
+    row = runs[0]
     decoded = f", decoded with coherence {row['test_coherence']:g}" if row.get("test_coherence") is not None else ""
     if row.get("coherence_cross_fit"):
-        decoded = ", decoded with coherence {} cross-fit".format(
-            " / ".join(f"{cost:g}" for cost in row["coherence_cross_fit"]["chosen"]))
+        chosen = dict.fromkeys(" / ".join(f"{cost:g}" for cost in r["coherence_cross_fit"]["chosen"])
+                               for r in runs if r.get("coherence_cross_fit"))
+        decoded = f", decoded with coherence {'; '.join(chosen)} cross-fit"
     if row.get("k"):
         return f"k={row['k']}{decoded}"
     if row.get("extractor") == "sparse-attention":  # no rate: its strength steers the size (default 1)
@@ -174,7 +177,7 @@ def beer_table(rows: list[dict]) -> list[str]:
         runs = groups[key]
         shown = f"{extractor} ({runs[0]['attention']})" if runs[0].get("attention") else extractor
         lines.append(
-            f"| {shown} | {encoder} | {aspect} {ASPECTS.get(aspect, '')} | {shown_target(runs[0])} | {setup(runs[0])} "
+            f"| {shown} | {encoder} | {aspect} {ASPECTS.get(aspect, '')} | {shown_target(runs)} | {setup(runs[0])} "
             f"| {len(runs)} "
             f"| {runs[0]['train_size'] / 1000:.3g}k | {runs[0].get('vectors', 'glove 50d')} "
             f"| {fmt_mean([r['mse'] for r in runs], digits=4)} | {fmt_mean([r['precision'] for r in runs], 100)} "
@@ -268,7 +271,7 @@ def summary_table(rows: list[dict]) -> list[str]:
         precision = 100 * statistics.mean(r["precision"] for r in runs)
         vectors = runs[0].get("vectors", "glove 50d") + ("" if protocol else " (not the protocol's)")
         lines.append(
-            f"| {extractor} | {aspect} {ASPECTS.get(aspect, '')} | {shown_target(runs[0])} | {runs[0]['encoder']} "
+            f"| {extractor} | {aspect} {ASPECTS.get(aspect, '')} | {shown_target(runs)} | {runs[0]['encoder']} "
             f"| {setup(runs[0])}{searched_text(runs[0], groups)} | {vectors} | {len(runs)} "
             f"| {fmt_mean([r['precision'] for r in runs], 100)} | {fmt_mean([r['recall'] for r in runs], 100)} "
             f"| {fmt_mean([r['f1'] for r in runs], 100)} | {fmt_mean([r['selection_rate'] for r in runs], 100)} "
@@ -325,7 +328,7 @@ def write_report() -> None:
                 "transition (`evaluate --coherence`) chosen without their own gold rationales: each half of",
                 "them (a fixed shuffle) with the cost most precise on the other half among those selecting",
                 "within 1 point of the target there (`beer.py --tune-coherence`), a for the first half and b",
-                "for the second. Rows \"decoded with coherence c\", a cost chosen on all the test reviews, are",
+                "for the second (one pair per run where a configuration's runs chose differently). Rows \"decoded with coherence c\", a cost chosen on all the test reviews, are",
                 "not blind and stay in the table below only. Of a hyperparameter search (`beer.py --search",
                 "NAME`, configurations drawn from a paper's search space) only the configuration of lowest",
                 "mean validation MSE competes, as the papers chose theirs; the others stay below.",
@@ -347,7 +350,7 @@ def write_report() -> None:
         notes = [r for r in beer if r.get("note")]
         if notes:
             out += ["Notes on individual runs:", ""]
-            out += [f"- {r['extractor']}, aspect {r['aspect']}, target {shown_target(r)}, seed {r['seed']}: {r['note']}." for r in notes]
+            out += [f"- {r['extractor']}, aspect {r['aspect']}, target {shown_target([r])}, seed {r['seed']}: {r['note']}." for r in notes]
             out.append("")
         out += ["Commands (one per configuration, as run):", ""]
         seen = set()

@@ -215,3 +215,15 @@ def test_report_summary_takes_a_search_s_configuration_by_validation_not_test():
     unvalidated = row(0.9, None, "--lr 0.1")
     with pytest.raises(ValueError, match="without valid_mse"):
         report.summary_table(searched + [unvalidated])
+
+
+def test_report_target_names_every_run_s_cross_fitted_costs():
+    report = load_script("report")
+
+    def run(*chosen):
+        return {"extractor": "topk-sparsemax", "selection_target": 0.13, "script": "",
+                "coherence_cross_fit": {"chosen": list(chosen)}}
+
+    assert report.shown_target([run(8.0, 4.0)]) == "13%, decoded with coherence 8 / 4 cross-fit"
+    assert (report.shown_target([run(8.0, 4.0), run(8.0, 4.0), run(0.5, 8.0)])
+            == "13%, decoded with coherence 8 / 4; 0.5 / 8 cross-fit")
