@@ -328,8 +328,9 @@ def write_report() -> None:
                 "transition (`evaluate --coherence`) chosen without their own gold rationales: each half of",
                 "them (a fixed shuffle) with the cost most precise on the other half among those selecting",
                 "within 1 point of the target there (`beer.py --tune-coherence`), a for the first half and b",
-                "for the second (one pair per run where a configuration's runs chose differently). Rows \"decoded with coherence c\", a cost chosen on all the test reviews, are",
-                "not blind and stay in the table below only. Of a hyperparameter search (`beer.py --search",
+                "for the second (one pair per run where a configuration's runs chose differently). Rows",
+                "\"decoded with coherence c\", a cost chosen on all the test reviews, are not blind and stay",
+                "in the table below only. Of a hyperparameter search (`beer.py --search",
                 "NAME`, configurations drawn from a paper's search space) only the configuration of lowest",
                 "mean validation MSE competes, as the papers chose theirs; the others stay below.",
                 "", *summary_table(beer), ""]
