@@ -45,6 +45,7 @@ def process_group(device: str) -> Iterator[None]:
     dist.init_process_group("nccl" if cuda else "gloo")
     try:
         yield
+        dist.barrier()  # leave together: a rank torn down while rank 0 still writes can abort
     finally:
         dist.destroy_process_group()
 
