@@ -242,12 +242,18 @@ def searched_text(row: dict, groups: dict[tuple, list[dict]]) -> str:
 def widened(rows: list[dict]) -> set[int]:
     """The ``id`` of each row whose run was cross-fitted again later over a wider grid of costs (a
     superset of its own) with the same test decoding: only the widest grid's row competes in the
-    summary, since choosing between grids by their test precision would not be blind."""
+    summary, since choosing between grids by their test precision would not be blind. A row
+    whose command trained (no ``--evaluate-only``) starts a new model in its folder."""
     grids: dict[tuple, list[tuple[int, set[float]]]] = defaultdict(list)
-    for row in rows:
+    trained: dict[str, int] = {}
+    for number, row in enumerate(rows):
         folder = re.search(r"--out (\S+)", row.get("command", ""))
-        if row.get("coherence_cross_fit") and folder:  # the same folder and training time: the same model
-            key = (folder.group(1), row.get("train_seconds"), row.get("test_rate_over"), row.get("test_share"))
+        if not folder:
+            continue
+        if "--evaluate-only" not in row.get("script", ""):
+            trained[folder.group(1)] = number
+        if row.get("coherence_cross_fit"):
+            key = (folder.group(1), trained.get(folder.group(1)), row.get("test_rate_over"), row.get("test_share"))
             grids[key].append((id(row), set(row["coherence_cross_fit"]["costs"])))
     return {row for runs in grids.values() for row, costs in runs if any(costs < other for _, other in runs)}
 

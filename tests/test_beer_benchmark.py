@@ -232,23 +232,25 @@ def test_report_target_names_every_run_s_cross_fitted_costs():
 def test_report_summary_takes_a_run_s_widest_cross_fitted_grid_only():
     report = load_script("report")
 
-    def row(precision, costs, folder="/runs/a", seconds=100.0):
+    def row(precision, costs, folder="/runs/a", evaluate_only=True):
+        again = " --evaluate-only" if evaluate_only else ""
         return {"benchmark": "beer", "extractor": "topk-sparsemax", "encoder": "rcnn", "aspect": 2,
                 "selection_target": 0.07, "k": None, "train_size": 9000, "vectors": report.PROTOCOL_VECTORS,
                 "precision": precision, "recall": 0.4, "f1": 0.5, "selection_rate": 0.07, "mse": 0.02, "seed": 0,
-                "train_seconds": seconds, "command": f"rationale train --out {folder} && rationale evaluate {folder}",
+                "command": f"rationale train --out {folder} && rationale evaluate {folder}",
                 "coherence_cross_fit": {"costs": costs, "chosen": [costs[-1], costs[-1]], "rate": 0.07},
                 "script": "python benchmarks/beer.py --extractor topk-sparsemax --aspects 2 "
-                          f"--tune-coherence {' '.join(f'{c:g}' for c in costs)} -- --lr 0.001"}
+                          f"--tune-coherence {' '.join(f'{c:g}' for c in costs)}{again} -- --lr 0.001"}
 
     def best(rows):
         (line,) = report.summary_table(rows)[2:]
         return line.split(" | ")[7]
 
-    narrow, wide = row(0.70, [0.0, 4.0, 8.0]), row(0.66, [0.0, 4.0, 8.0, 16.0])
+    narrow, wide = row(0.70, [0.0, 4.0, 8.0], evaluate_only=False), row(0.66, [0.0, 4.0, 8.0, 16.0])
     assert best([narrow, wide]) == "66.0"  # not the grid more precise on test
     assert best([narrow]) == "70.0"
-    # another run of the same folder (trained again) or another folder is not superseded
-    assert best([narrow, row(0.66, [0.0, 4.0, 8.0, 16.0], seconds=90.0)]) == "70.0"
+    # the folder trained again, or another folder, is another model
+    assert best([narrow, row(0.66, [0.0, 4.0, 8.0, 16.0], evaluate_only=False)]) == "70.0"
+    assert best([narrow, row(0.60, [0.0]), wide]) == "66.0"
     assert best([narrow, row(0.66, [0.0, 4.0, 8.0, 16.0], folder="/runs/b")]) == "70.0"
     assert best([narrow, row(0.66, [0.0, 4.0])]) == "70.0"  # a narrower grid supersedes nothing
