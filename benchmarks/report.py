@@ -100,13 +100,15 @@ def shown_target(runs: list[dict]) -> str:
     training (and where the test reviews were decoded at it, over each review or over the
     corpus), or sparse attention's strength gamma; and the transition cost the test reviews
     were decoded with, if one was asked for (per half where it was cross-fitted, per run where
-    the runs' choices differ)."""
+    the runs' choices differ, and the grid of costs the halves chose from)."""
     row = runs[0]
     decoded = f", decoded with coherence {row['test_coherence']:g}" if row.get("test_coherence") is not None else ""
     if row.get("coherence_cross_fit"):
         chosen = dict.fromkeys(" / ".join(f"{cost:g}" for cost in r["coherence_cross_fit"]["chosen"])
                                for r in runs if r.get("coherence_cross_fit"))
-        decoded = f", decoded with coherence {'; '.join(chosen)} cross-fit"
+        costs = row["coherence_cross_fit"].get("costs")
+        grid = f" over costs {min(costs):g}-{max(costs):g}" if costs else ""
+        decoded = f", decoded with coherence {'; '.join(chosen)} cross-fit{grid}"
     if row.get("k"):
         return f"k={row['k']}{decoded}"
     if row.get("extractor") == "sparse-attention":  # no rate: its strength steers the size (default 1)
@@ -346,14 +348,14 @@ def write_report() -> None:
                 "rate extractor's precision depends on its rate, so its configurations that selected within",
                 "1 point of 13/7/7% of the test reviews come first. `gap`: precision minus",
                 "the published precision (trained on about 8x more reviews). Every run is in the table below.",
-                "\"decoded with coherence a / b cross-fit\": the run's test reviews decoded with a cost per 0/1",
-                "transition (`evaluate --coherence`) chosen without their own gold rationales: each half of",
-                "them (a fixed shuffle) with the cost most precise on the other half among those selecting",
-                "within 1 point of the target there (`beer.py --tune-coherence`), a for the first half and b",
-                "for the second (one pair per run where a configuration's runs chose differently). Rows",
-                "\"decoded with coherence c\", a cost chosen on all the test reviews, are not blind and stay",
-                "in the table below only; a run cross-fitted again over a wider grid of costs competes with",
-                "that grid only. Of a hyperparameter search",
+                "\"decoded with coherence a / b cross-fit over costs x-y\": the run's test reviews decoded with a",
+                "cost per 0/1 transition (`evaluate --coherence`) chosen without their own gold rationales:",
+                "each half of them (a fixed shuffle) with the cost of the grid x-y most precise on the other",
+                "half among those selecting within 1 point of the target there (`beer.py --tune-coherence`),",
+                "a for the first half and b for the second (one pair per run where a configuration's runs",
+                "chose differently). Rows \"decoded with coherence c\", a cost chosen on all the test reviews,",
+                "are not blind and stay in the table below only; a run cross-fitted again over a wider grid",
+                "of costs competes with that grid only. Of a hyperparameter search",
                 "(`beer.py --search NAME`, configurations drawn from a paper's search space) only the",
                 "configuration of lowest mean validation MSE competes, as the papers chose theirs; the",
                 "others stay below.",

@@ -227,6 +227,9 @@ def test_report_target_names_every_run_s_cross_fitted_costs():
     assert report.shown_target([run(8.0, 4.0)]) == "13%, decoded with coherence 8 / 4 cross-fit"
     assert (report.shown_target([run(8.0, 4.0), run(8.0, 4.0), run(0.5, 8.0)])
             == "13%, decoded with coherence 8 / 4; 0.5 / 8 cross-fit")
+    gridded = run(16.0, 8.0)
+    gridded["coherence_cross_fit"]["costs"] = [0.0, 0.5, 8.0, 16.0, 32.0]
+    assert report.shown_target([gridded]) == "13%, decoded with coherence 16 / 8 cross-fit over costs 0-32"
 
 
 def test_report_summary_takes_a_run_s_widest_cross_fitted_grid_only():
