@@ -139,16 +139,20 @@ def options(text: str, leave_out: set[str]) -> list[str]:
     return [" ".join(g) for g in groups if g[0] not in leave_out]
 
 
-NOT_CONFIGURATION = {"--seeds", "--time-limit", "--evaluate-only", "--data-dir", "--runs", "--k"}
+NOT_CONFIGURATION = {"--seeds", "--time-limit", "--evaluate-only", "--data-dir", "--runs", "--k", "--device"}
 
 
-def configuration(script: str) -> str:
+def configuration(row: dict) -> str:
     """The benchmark command's options in a fixed order, without its seeds, time limit,
-    ``--evaluate-only``, folders and train ``--k`` (k has its own column): runs that differ
-    only in seed group together (a time limit bounds the budget, not the model; notes say
-    where one stopped), and a run evaluated again later with the runs evaluated at once."""
-    command, _, train = script.partition(" -- ")
-    return " ".join([*sorted(options(command, NOT_CONFIGURATION)), "--", *sorted(options(train, NOT_CONFIGURATION))])
+    ``--evaluate-only``, folders and train ``--k`` (k has its own column), and the device the
+    run resolved to in place of the ``--device`` asked for: runs that differ only in seed group
+    together (a time limit bounds the budget, not the model; notes say where one stopped), a
+    run evaluated again later with the runs evaluated at once, and a run on the default device
+    with one that named it."""
+    command, _, train = row["script"].partition(" -- ")
+    device = (row.get("device") or "cpu").replace("auto", "cpu")
+    return " ".join([*sorted(options(command, NOT_CONFIGURATION)), "--", *sorted(options(train, NOT_CONFIGURATION)),
+                     f"on {device}"])
 
 
 SHOWN_ELSEWHERE = {"--device", "--time-limit", "--encoder", "--embedding-dim", "--hidden-size", "--k", "--save-epochs"}
@@ -168,7 +172,7 @@ def beer_table(rows: list[dict]) -> list[str]:
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for row in rows:
         key = (row["extractor"], row["encoder"], row["aspect"], row.get("selection_target"), row.get("k"),
-               configuration(row["script"]))
+               configuration(row))
         groups[key].append(row)
     lines = [
         "| extractor | encoder | aspect | target | setup | runs | train | vectors | test MSE | precision % | recall % | F1 % | selected % | support | train s | device | published |",
@@ -274,7 +278,7 @@ def summary_table(rows: list[dict]) -> list[str]:
         if (row.get("train_size") == 9000 and row["extractor"] != "full" and row.get("test_coherence") is None
                 and id(row) not in narrower):
             key = (row["extractor"], row["aspect"], row.get("selection_target"), row.get("k"),
-                   configuration(row["script"]))
+                   configuration(row))
             groups[key].append(row)
     left_out = passed_over(groups)
     best: dict[tuple, tuple[tuple, list[dict]]] = {}
@@ -382,8 +386,8 @@ def write_report() -> None:
         out += ["Commands (one per configuration, as run):", ""]
         seen = set()
         for row in beer:
-            if (row.get("k"), configuration(row["script"])) not in seen:
-                seen.add((row.get("k"), configuration(row["script"])))
+            if (row.get("k"), configuration(row)) not in seen:
+                seen.add((row.get("k"), configuration(row)))
                 out.append(f"- `{row['script']}` (commit {row['commit']})")
         out.append("")
         out += ["Each run's exact `rationale` commands are in `results.jsonl` (`command`).", ""]

@@ -114,9 +114,16 @@ def test_report_groups_runs_of_one_configuration_whatever_the_order_folders_or_s
              "--runs /tmp/a -- --batch-size 100 --lr 0.001 --k 10 --time-limit 33")
     later = ("python benchmarks/beer.py --extractor simple --aspects 0 --seeds 1 2 --data-dir /data --runs /tmp/b "
              "--epochs 20 -- --lr 0.001 --batch-size 100 --time-limit 30")
-    assert report.configuration(first) == report.configuration(later)
-    assert report.configuration(later) != report.configuration(later.replace("--lr 0.001", "--lr 0.002"))
-    assert report.configuration(later) != report.configuration(later.replace("-- --lr", "--pooled -- --lr"))
+
+    def key(script, device="cpu"):
+        return report.configuration({"script": script, "device": device})
+
+    assert key(first) == key(later)
+    assert key(later) != key(later.replace("--lr 0.001", "--lr 0.002"))
+    assert key(later) != key(later.replace("-- --lr", "--pooled -- --lr"))
+    # the device a run resolved to counts, not whether the command named it
+    assert key(later) == key(later.replace("-- --lr", "-- --device cpu --lr"))
+    assert key(later, "NVIDIA H200") != key(later)
 
 
 def test_report_summary_compares_a_rate_extractor_at_the_protocol_rate_and_blind_decodings_only():
