@@ -139,6 +139,11 @@ def options(text: str, leave_out: set[str]) -> list[str]:
     return [" ".join(g) for g in groups if g[0] not in leave_out]
 
 
+def run_device(row: dict) -> str:
+    """The device a beer run trained on (rows from before the field was recorded ran on the CPU)."""
+    return (row.get("device") or "cpu").replace("auto", "cpu")
+
+
 NOT_CONFIGURATION = {"--seeds", "--time-limit", "--evaluate-only", "--data-dir", "--runs", "--k", "--device"}
 
 
@@ -150,9 +155,8 @@ def configuration(row: dict) -> str:
     run evaluated again later with the runs evaluated at once, and a run on the default device
     with one that named it."""
     command, _, train = row["script"].partition(" -- ")
-    device = (row.get("device") or "cpu").replace("auto", "cpu")
     return " ".join([*sorted(options(command, NOT_CONFIGURATION)), "--", *sorted(options(train, NOT_CONFIGURATION)),
-                     f"on {device}"])
+                     f"on {run_device(row)}"])
 
 
 SHOWN_ELSEWHERE = {"--device", "--time-limit", "--encoder", "--embedding-dim", "--hidden-size", "--k", "--save-epochs"}
@@ -190,7 +194,7 @@ def beer_table(rows: list[dict]) -> list[str]:
             f"| {fmt_mean([r['recall'] for r in runs], 100)} | {fmt_mean([r['f1'] for r in runs], 100)} "
             f"| {fmt_mean([r['selection_rate'] for r in runs], 100)} | {fmt_mean([r.get('support') for r in runs])} "
             f"| {fmt_mean([r['train_seconds'] for r in runs], digits=0)} "
-            f"| {runs[0].get('device', 'cpu').replace('auto', 'cpu')} "
+            f"| {run_device(runs[0])} "
             f"| {PUBLISHED.get((extractor, aspect, k)) or PUBLISHED.get((extractor, aspect), '-')} |"
         )
     return lines
@@ -253,13 +257,14 @@ def widened(rows: list[dict]) -> set[int]:
     grids: dict[tuple, list[tuple[int, set[float]]]] = defaultdict(list)
     trained: dict[str, int] = {}
     for number, row in enumerate(rows):
-        folder = re.search(r"--out (\S+)", row.get("command", ""))
-        if not folder:
+        match = re.search(r"--out (\S+)", row.get("command", ""))
+        if not match:
             continue
+        folder = match.group(1)
         if "--evaluate-only" not in row.get("script", ""):
-            trained[folder.group(1)] = number
+            trained[folder] = number
         if row.get("coherence_cross_fit"):
-            key = (folder.group(1), trained.get(folder.group(1)), row.get("test_rate_over"), row.get("test_share"))
+            key = (folder, trained.get(folder), row.get("test_rate_over"), row.get("test_share"))
             grids[key].append((id(row), set(row["coherence_cross_fit"]["costs"])))
     return {row for runs in grids.values() for row, costs in runs if any(costs < other for _, other in runs)}
 
@@ -386,8 +391,9 @@ def write_report() -> None:
         out += ["Commands (one per configuration, as run):", ""]
         seen = set()
         for row in beer:
-            if (row.get("k"), configuration(row)) not in seen:
-                seen.add((row.get("k"), configuration(row)))
+            key = (row.get("k"), configuration(row))
+            if key not in seen:
+                seen.add(key)
                 out.append(f"- `{row['script']}` (commit {row['commit']})")
         out.append("")
         out += ["Each run's exact `rationale` commands are in `results.jsonl` (`command`).", ""]
