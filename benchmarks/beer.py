@@ -46,9 +46,9 @@ sys.path.insert(0, str(ROOT))
 from cross_fit import cross_fit  # noqa: E402
 from models.budget import Budget  # noqa: E402
 from models.selectors import option_specs  # noqa: E402
-from rationale_cli.devices import resolve_device  # noqa: E402
-from rationale_cli.readers import read_records  # noqa: E402
-from rationale_cli.training import split_validation  # noqa: E402
+from rationale_cli.runtime.devices import resolve_device  # noqa: E402
+from rationale_cli.data.readers import read_records  # noqa: E402
+from rationale_cli.training.trainer import split_validation  # noqa: E402
 
 
 def write_jsonl(records, path: Path) -> None:

@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from rationale_cli.api import load  # noqa: E402
-from rationale_cli.readers.beer import iter_beer_annotations  # noqa: E402
-from rationale_cli.records import mask_to_spans  # noqa: E402
+from rationale_cli.data.readers.beer import iter_beer_annotations  # noqa: E402
+from rationale_cli.data.records import mask_to_spans  # noqa: E402
 
 ASPECTS = ["appearance", "aroma", "palate", "taste", "overall"]
 

@@ -27,11 +27,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import append_result, git_commit  # noqa: E402
 from report import write_report  # noqa: E402
 from models.model import RationaleModel  # noqa: E402
-from rationale_cli.batching import make_batch  # noqa: E402
-from rationale_cli.datasets import load  # noqa: E402
-from rationale_cli.task import Regression  # noqa: E402
-from rationale_cli.fit import training_loss  # noqa: E402
-from rationale_cli.vocab import Vocab  # noqa: E402
+from rationale_cli.data.batching import make_batch  # noqa: E402
+from rationale_cli.data.sources import load  # noqa: E402
+from rationale_cli.runs.task import Regression  # noqa: E402
+from rationale_cli.training.loop import training_loss  # noqa: E402
+from rationale_cli.data.vocab import Vocab  # noqa: E402
 
 BASELINES = ("none", "ema", "loo")
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Hashable, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from rationale_cli.evaluation.metrics import mean, ratio  # noqa: E402
+from rationale_cli.metrics.scores import mean, ratio  # noqa: E402
 
 
 def halves(ids: Sequence[str], seed: int = 0) -> tuple[set[str], set[str]]:

@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.common import append_result, git_commit, rationale  # noqa: E402
 from benchmarks.report import write_report  # noqa: E402
-from rationale_cli.readers import read_records  # noqa: E402
+from rationale_cli.data.readers import read_records  # noqa: E402
 
 
 def largest_difference(official, ours, path: str = "") -> tuple[float, int, list[str]]:

@@ -5,7 +5,7 @@
 It reads a run trained with ``--save-epochs`` (and ``--patience 0``, so that no rule
 stops it early: every rule then sees the same epochs), evaluates every saved epoch on
 the test documents, and looks up the epoch each rule keeps, as ``fit`` chooses it
-(``rationale_cli.fit.Keep``, the earliest of equals).
+(``rationale_cli.training.loop.Keep``, the earliest of equals).
 
     python benchmarks/keep_rules.py RUN ../shared/data/beer/annotations.json --aspect 1
     python benchmarks/keep_rules.py RUN annotations.json --aspect 0 --tolerances 0.02 0.01 0.005 --rate-over corpus
@@ -28,10 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import append_result, git_commit  # noqa: E402
 from report import pct, write_report  # noqa: E402
-from rationale_cli import datasets  # noqa: E402
-from rationale_cli.fit import Keep  # noqa: E402
-from rationale_cli.inference import corpus_threshold, evaluate  # noqa: E402
-from rationale_cli.rundir import epoch_weights, load_run, read_json  # noqa: E402
+from rationale_cli.data import sources  # noqa: E402
+from rationale_cli.runs.keep import Keep  # noqa: E402
+from rationale_cli.runs.inference import corpus_threshold, evaluate  # noqa: E402
+from rationale_cli.runs.run_directory import epoch_weights, load_run, read_json  # noqa: E402
 
 
 def chosen_epoch(history: list[dict], keep: Keep) -> int:
@@ -63,7 +63,7 @@ def main() -> None:
     target = first.config.rate_target()
     if target is None:
         sys.exit(f"{run}: the extractor holds no selection rate, so the rules cannot differ")
-    records = list(datasets.run_documents(args.data, first.config, aspect=args.aspect))
+    records = list(sources.run_documents(args.data, first.config, aspect=args.aspect))
     curve = []
     print(f"{'epoch':>5} {'valid loss':>10} {'valid rate %':>12} {'test P %':>8} {'test rate %':>11}")
     for h in history:

@@ -37,11 +37,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import append_result, git_commit, timed, timing_parser, timing_setup  # noqa: E402
 from report import write_report  # noqa: E402
 from models.model import RationaleModel  # noqa: E402
-from rationale_cli.batching import Batch, length_batches, make_batch  # noqa: E402
-from rationale_cli.readers import read_records  # noqa: E402
-from rationale_cli.rundir import build_model, load_run  # noqa: E402
-from rationale_cli.task import Regression  # noqa: E402
-from rationale_cli.fit import training_step  # noqa: E402
+from rationale_cli.data.batching import Batch, length_batches, make_batch  # noqa: E402
+from rationale_cli.data.readers import read_records  # noqa: E402
+from rationale_cli.runs.run_directory import build_model, load_run  # noqa: E402
+from rationale_cli.runs.task import Regression  # noqa: E402
+from rationale_cli.training.loop import training_step  # noqa: E402
 
 VARIANTS = {
     "full": ("full", {}),

@@ -58,7 +58,7 @@ class RationaleModel(nn.Module):
         # (that share or count, none scored 0) instead of the extractor's own decision
         self.test_rate: Budget | None = None
         # or with a threshold, every token scored at least that (none scored 0): one threshold
-        # for a whole corpus holds its rate over the corpus (rationale_cli.inference.corpus_threshold)
+        # for a whole corpus holds its rate over the corpus (rationale_cli.runs.inference.corpus_threshold)
         self.test_threshold: float | None = None
 
     def states(self, emb: Tensor, mask: Tensor, ids: Tensor | None = None) -> Tensor | None:

@@ -1,7 +1,7 @@
 """rationale-cli: train select-then-predict models and inspect their rationales.
 
 The Python API (:mod:`rationale_cli.api`, imported on first use): ``train``, ``load``,
-``Model``, ``Rationale``; the training loop itself is :func:`rationale_cli.fit.fit`.
+``Model``, ``Rationale``; the training loop itself is :func:`rationale_cli.training.loop.fit`.
 """
 
 __version__ = "0.1.0"

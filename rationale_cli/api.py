@@ -14,14 +14,14 @@ from typing import Any, Iterable, Sequence
 
 import torch
 
-from rationale_cli.config import TrainConfig, resolve
-from rationale_cli.devices import resolve_device
-from rationale_cli.errors import UserError
-from rationale_cli.inference import Output, run as run_model
-from rationale_cli.output import prediction_json
-from rationale_cli.records import Record
-from rationale_cli.task import Task
-from rationale_cli.vocab import Vocab
+from rationale_cli.runs.config import TrainConfig, resolve
+from rationale_cli.runtime.devices import resolve_device
+from rationale_cli.runtime.errors import UserError
+from rationale_cli.runs.inference import Output, run_model
+from rationale_cli.output.prediction import prediction_json
+from rationale_cli.data.records import Record
+from rationale_cli.runs.task import Task
+from rationale_cli.data.vocab import Vocab
 from models.model import RationaleModel
 from models.selection import Selector
 from models.selectors import all_option_specs
@@ -97,7 +97,7 @@ def as_records(documents: Iterable[Document]) -> list[Record]:
 def as_record(document: Document, index: int) -> Record:
     """A record from a string (tokenized as ``rationale`` tokenizes raw text), a
     :class:`Record`, or a dict with ``text`` or ``tokens`` (and optionally ``id``, ``label``)."""
-    from rationale_cli.tokenize import tokenize
+    from rationale_cli.data.tokenize import tokenize
 
     if isinstance(document, Record):
         return document
@@ -156,8 +156,8 @@ class Model:
         ``console``, a rich Console, by default the terminal) and, with ``html``, a page."""
         from rich.console import Console
 
-        from rationale_cli.atomic import write_text_atomic
-        from rationale_cli.render import print_documents, render_html
+        from rationale_cli.runtime.atomic import write_text_atomic
+        from rationale_cli.output.render import print_documents, render_html
 
         outputs = list(run_model(self.model, self.vocab, self.task, as_records(documents), device=self.device))
         items = print_documents(console or Console(), outputs)
@@ -172,11 +172,11 @@ class Model:
         (``eraser``) and, with ``faithfulness``, the reruns' scores (``faithfulness``).
         ``data``: what ``rationale evaluate`` reads (a path or 'demo'; its ``split``), or
         labelled documents."""
-        from rationale_cli import datasets
+        from rationale_cli.data import sources
         from rationale_cli.evaluation.scoring import evaluate_model
 
         if isinstance(data, (str, Path)):
-            records = list(datasets.run_documents(str(data), self.config, fmt=format, aspect=aspect, split=split))
+            records = list(sources.run_documents(str(data), self.config, fmt=format, aspect=aspect, split=split))
         else:
             records = as_records(data)
         if not records:
@@ -186,7 +186,7 @@ class Model:
 
 def load(path: str | Path, device: str = "auto") -> Model:
     """The model of a run directory written by ``rationale train`` (or :func:`train`)."""
-    from rationale_cli.rundir import load_run, read_json
+    from rationale_cli.runs.run_directory import load_run, read_json
 
     run = load_run(Path(path), resolve_device(device))
     metrics_file = Path(path) / "metrics.json"
@@ -204,7 +204,7 @@ def train(data: str | Path, *, out: str | Path | None = None, force: bool = Fals
     (in memory only: a run directory is for registered extractors, which it can rebuild)."""
     from rich.console import Console
 
-    from rationale_cli.training import train_config
+    from rationale_cli.training.trainer import train_config
 
     if selector is not None and out is not None:
         raise UserError("a run directory is written for a registered extractor only; train your own selector "

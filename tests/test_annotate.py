@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from rationale_cli import datasets
-from rationale_cli.annotate import Shard, count_documents, partial_path, state_path
-from rationale_cli.batching import capped_batches
+from rationale_cli.data import sources
+from rationale_cli.annotation.engine import Shard, count_documents, partial_path, state_path
+from rationale_cli.data.batching import capped_batches
 from rationale_cli.cli import app
-from rationale_cli.errors import UserError
-from rationale_cli.records import Record
+from rationale_cli.runtime.errors import UserError
+from rationale_cli.data.records import Record
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,7 +39,7 @@ def run_dir(tmp_path_factory):
 def corpus(tmp_path_factory):
     """6,000 demo reviews as JSON lines (pre-tokenized: no spaCy in the loop)."""
     path = tmp_path_factory.mktemp("corpus") / "reviews.jsonl"
-    records = datasets.load("demo", "train")
+    records = sources.load("demo", "train")
     with open(path, "w", encoding="utf-8") as handle:
         for index in range(6000):
             handle.write(json.dumps({"key": f"r{index}", "tokens": records[index % len(records)].tokens}) + "\n")

@@ -10,16 +10,16 @@ from safetensors import safe_open
 from typer.testing import CliRunner
 
 import rationale_cli as rationale
-from rationale_cli import datasets
-from rationale_cli.callbacks import summary_line
+from rationale_cli.data import sources
+from rationale_cli.training.callbacks import summary_line
 from rationale_cli.cli import app
-from rationale_cli.config import from_values
-from rationale_cli.errors import UserError
-from rationale_cli.fit import Callback, Epoch, fit
-from rationale_cli.rundir import build_model
-from rationale_cli.task import infer_task
-from rationale_cli.training import train_config
-from rationale_cli.vocab import Vocab
+from rationale_cli.runs.config import from_values
+from rationale_cli.runtime.errors import UserError
+from rationale_cli.training.loop import Callback, Epoch, fit
+from rationale_cli.runs.run_directory import build_model
+from rationale_cli.runs.task import infer_task
+from rationale_cli.training.trainer import train_config
+from rationale_cli.data.vocab import Vocab
 from models.model import RationaleModel
 from models.selectors.attention import AttentionSelector
 
@@ -28,7 +28,7 @@ SMALL = dict(extractor="attention", encoder="cnn", embedding_dim=16, hidden_size
 
 
 def demo_parts():
-    train, valid = datasets.load("demo", "train"), datasets.load("demo", "valid")
+    train, valid = sources.load("demo", "train"), sources.load("demo", "valid")
     task = infer_task([r.label for r in train])
     vocab = Vocab.build(r.tokens for r in train)
     torch.manual_seed(0)
@@ -137,7 +137,7 @@ def test_api_predicts_strings_records_and_dicts_and_makes_a_frame(capsys):
     model = rationale.train("demo", **SMALL)
     assert model.metrics["best_epoch"] in (1, 2) and len(model.metrics["history"]) == 2
     text = "Pours a hazy golden color. Smells of citrus."
-    record = datasets.load("demo", "test")[0]
+    record = sources.load("demo", "test")[0]
     results = model.predict([text, {"tokens": ["dark", "brown"], "id": "t"}, record])
     first = results[0]
     assert first.id == "0" and first.text == text and len(first.selected) == len(first.tokens) == len(first.scores)
@@ -149,7 +149,7 @@ def test_api_predicts_strings_records_and_dicts_and_makes_a_frame(capsys):
     assert list(frame["prediction"]) == [r.prediction for r in model.predict([text, "Dark and murky."])]
     assert {"id", "rationale", "char_spans", "token_scores", "text", "rationale_text"} <= set(frame.columns)
     metrics = model.evaluate("demo")
-    assert 0 <= metrics["precision"] <= 1 and metrics["documents"] == len(datasets.load("demo", "test"))
+    assert 0 <= metrics["precision"] <= 1 and metrics["documents"] == len(sources.load("demo", "test"))
     assert model.evaluate([record])["documents"] == 1
     explained = model.explain([record], html=None)
     shown = capsys.readouterr().out

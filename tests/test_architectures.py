@@ -6,7 +6,7 @@ import torch
 from models.architectures import ARCHITECTURES, build_architecture
 from models.encoders import CNNEncoder, L2XEncoder
 from models.model import RationaleModel
-from rationale_cli.config import TrainConfig
+from rationale_cli.runs.config import TrainConfig
 
 
 @pytest.mark.parametrize("architecture", ["l2x", "sst-simple", "sst-complex"])

@@ -7,9 +7,9 @@ import json
 import pytest
 from pathlib import Path
 
-from rationale_cli.readers import read_records
-from rationale_cli.word2vec import distinct_texts
-from rationale_cli.training import split_validation
+from rationale_cli.data.readers import read_records
+from rationale_cli.data.word2vec import distinct_texts
+from rationale_cli.training.trainer import split_validation
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
@@ -85,7 +85,7 @@ def test_false_positives_are_counted_by_the_other_aspects_gold(tmp_path):
 
 
 def test_keep_rules_looks_up_the_epoch_each_rule_keeps():
-    from rationale_cli.fit import Keep
+    from rationale_cli.runs.keep import Keep
 
     chosen_epoch = load_script("keep_rules").chosen_epoch
     history = [{"epoch": 1, "valid_loss": 0.05, "valid_selection_rate": 0.13},

@@ -129,7 +129,7 @@ def test_lagrangian_rate_on_the_demo_corpus_is_precise_near_the_gold_share(tmp_p
     """Precision above 85% at a selection rate within 5 points of the gold share."""
     from helpers import train_on_demo
 
-    from rationale_cli.datasets import load
+    from rationale_cli.data.sources import load
 
     gold = [m for record in load("demo", "test") for m in record.gold_mask()]
     share = sum(gold) / len(gold)

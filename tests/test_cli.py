@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 from typer.testing import CliRunner
 
 from rationale_cli.cli import app
-from rationale_cli.callbacks import out_of_time
+from rationale_cli.training.callbacks import out_of_time
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 SMALL = ["--encoder", "cnn", "--extractor", "attention", "--embedding-dim", "16", "--hidden-size", "16",
@@ -325,7 +325,7 @@ def test_version():
 
 def test_train_help_lists_every_extractor_with_its_own_options_and_every_default():
     from models.selectors import SELECTORS, option_specs
-    from rationale_cli.config import TRAIN_SPECS
+    from rationale_cli.runs.config import TRAIN_SPECS
 
     result = runner.invoke(app, ["train", "--help"], env={"COLUMNS": "400"})
     assert result.exit_code == 0

@@ -6,8 +6,8 @@ import pytest
 from models.budget import Budget
 from models.options import specs
 from models.selectors import SELECTORS, option_specs
-from rationale_cli.config import TrainConfig, from_saved, from_values, load_toml, resolve
-from rationale_cli.errors import UserError
+from rationale_cli.runs.config import TrainConfig, from_saved, from_values, load_toml, resolve
+from rationale_cli.runtime.errors import UserError
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -119,8 +119,8 @@ def sample_value(spec):
 def test_every_declared_option_reaches_the_selector(extractor):
     """A value given for each declared option, through the one path the command line and
     config files take, is what the model's selector holds (a dropped option fails here)."""
-    from rationale_cli.rundir import build_model
-    from rationale_cli.task import Regression
+    from rationale_cli.runs.run_directory import build_model
+    from rationale_cli.runs.task import Regression
 
     for name, spec in option_specs(extractor).items():
         values = {"extractor": extractor, name: sample_value(spec)}

@@ -9,14 +9,14 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from rationale_cli import datasets
+from rationale_cli.data import sources
 from rationale_cli.cli import app
-from rationale_cli.dask_engine import annotate, annotate_partition
-from rationale_cli.errors import UserError
-from rationale_cli.inference import run as run_model
-from rationale_cli.readers.table import iter_table
-from rationale_cli.records import mask_to_spans
-from rationale_cli.rundir import load_run
+from rationale_cli.annotation.dask_engine import annotate, annotate_partition
+from rationale_cli.runtime.errors import UserError
+from rationale_cli.runs.inference import run_model
+from rationale_cli.data.readers.table import iter_table
+from rationale_cli.data.records import mask_to_spans
+from rationale_cli.runs.run_directory import load_run
 
 pytest.importorskip("dask.distributed")
 pytest.importorskip("pyarrow")
@@ -41,7 +41,7 @@ def corpus(tmp_path_factory):
     with open(path, "w", encoding="utf-8", newline="") as handle:
         rows = csv.writer(handle)
         rows.writerow(["id", "text"])
-        for record in datasets.load("demo", "test")[:60]:
+        for record in sources.load("demo", "test")[:60]:
             rows.writerow([f"r{record.id}", " ".join(record.tokens)])
     return path
 
@@ -113,7 +113,7 @@ def test_an_existing_output_and_an_unknown_corpus_are_refused(run_dir, tmp_path)
 
 def test_an_empty_text_on_the_cluster_leaves_no_output(run_dir, scheduler, tmp_path):
     corpus = tmp_path / "reviews.jsonl"
-    texts = [" ".join(record.tokens) for record in datasets.load("demo", "test")[:30]]
+    texts = [" ".join(record.tokens) for record in sources.load("demo", "test")[:30]]
     texts[25] = ""
     corpus.write_text("".join(json.dumps({"text": text}) + "\n" for text in texts), encoding="utf-8")
     with pytest.raises(UserError, match=r"document \d+ of partition [1-9]\d*: empty text"):

@@ -13,14 +13,14 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from safetensors.torch import load_file, save_file
 
-from rationale_cli import datasets
-from rationale_cli.batching import make_batch
-from rationale_cli.config import from_values
-from rationale_cli.distributed import share, wrap
-from rationale_cli.fit import training_loss
-from rationale_cli.rundir import build_model
-from rationale_cli.task import infer_task
-from rationale_cli.vocab import Vocab
+from rationale_cli.data import sources
+from rationale_cli.data.batching import make_batch
+from rationale_cli.runs.config import from_values
+from rationale_cli.training.distributed import share, wrap
+from rationale_cli.training.loop import training_loss
+from rationale_cli.runs.run_directory import build_model
+from rationale_cli.runs.task import infer_task
+from rationale_cli.data.vocab import Vocab
 
 ROOT = Path(__file__).resolve().parent.parent
 BATCH = 16  # per process
@@ -43,7 +43,7 @@ def join(rank: int, world: int, port: int) -> None:
 
 def first_step(records, world: int = 1, rank: int = 0) -> dict:
     """The gradients of one training step on ``records`` (this process's share of them)."""
-    train = datasets.load("demo", "train")
+    train = sources.load("demo", "train")
     task, vocab = infer_task([r.label for r in train]), Vocab.build(r.tokens for r in train)
     torch.manual_seed(0)
     model = build_model(from_values(DETERMINISTIC), len(vocab), task)
@@ -56,14 +56,14 @@ def first_step(records, world: int = 1, rank: int = 0) -> dict:
 def gradients_worker(rank: int, world: int, port: int, folder: str) -> None:
     join(rank, world, port)
     try:
-        records = datasets.load("demo", "train")[: world * BATCH]
+        records = sources.load("demo", "train")[: world * BATCH]
         save_file(first_step(records, world, rank), f"{folder}/grads{rank}.safetensors")
     finally:
         dist.destroy_process_group()
 
 
 def training_worker(rank: int, world: int, port: int, folder: str) -> None:
-    from rationale_cli.training import train_config
+    from rationale_cli.training.trainer import train_config
 
     join(rank, world, port)
     try:
@@ -81,7 +81,7 @@ def spawn(worker, folder: Path, world: int = 2) -> None:
 def test_two_processes_average_to_the_gradient_of_the_combined_batch(tmp_path):
     spawn(gradients_worker, tmp_path)
     torch.set_num_threads(1)
-    whole = first_step(datasets.load("demo", "train")[: 2 * BATCH])
+    whole = first_step(sources.load("demo", "train")[: 2 * BATCH])
     for rank in (0, 1):
         grads = load_file(str(tmp_path / f"grads{rank}.safetensors"))
         assert grads.keys() == whole.keys()

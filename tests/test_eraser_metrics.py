@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from rationale_cli.evaluation.eraser import (
+from rationale_cli.metrics.eraser_scores import (
     ScoredDocument,
     average_precision,
     classification_scores,

@@ -6,11 +6,11 @@ import math
 import pytest
 import torch
 
-from rationale_cli.batching import SEP, make_batch
+from rationale_cli.data.batching import SEP, make_batch
 from rationale_cli.evaluation.faithfulness import faithfulness_summary, scored_documents, top_tokens, variants
-from rationale_cli.records import Record
-from rationale_cli.task import Classification
-from rationale_cli.vocab import Vocab
+from rationale_cli.data.records import Record
+from rationale_cli.runs.task import Classification
+from rationale_cli.data.vocab import Vocab
 
 WORDS = ["the", "film", "is", "good", "bad", "dull", "what", "?"]
 P_GOOD = math.exp(4) / (1 + math.exp(4))  # p(POS) with 'good' read

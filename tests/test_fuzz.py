@@ -12,12 +12,12 @@ import random
 import pytest
 from typer.testing import CliRunner
 
-from rationale_cli import datasets
+from rationale_cli.data import sources
 from rationale_cli.cli import app
-from rationale_cli.errors import UserError
-from rationale_cli.inference import evaluate, run
-from rationale_cli.output import prediction_json, to_json_line
-from rationale_cli.rundir import load_run
+from rationale_cli.runtime.errors import UserError
+from rationale_cli.runs.inference import evaluate, run_model
+from rationale_cli.output.prediction import prediction_json, to_json_line
+from rationale_cli.runs.run_directory import load_run
 
 CASES = int(os.environ.get("RATIONALE_FUZZ_CASES", "240"))
 
@@ -104,10 +104,10 @@ def test_mutated_inputs_give_a_result_or_one_user_error(loaded, tmp_path, kind):
         folder.mkdir()
         path, fmt, aspect = write_case(folder, kind, rng)
         try:
-            records = datasets.stream(str(path), "test", fmt=rng.choice(["auto", fmt]), aspect=aspect)
-            for result in run(loaded.model, loaded.vocab, loaded.task, records, batch_size=2):
+            records = sources.stream(str(path), "test", fmt=rng.choice(["auto", fmt]), aspect=aspect)
+            for result in run_model(loaded.model, loaded.vocab, loaded.task, records, batch_size=2):
                 json.loads(to_json_line(prediction_json(result)))
-            labelled = datasets.load(str(path), "test", fmt=fmt, aspect=aspect)
+            labelled = sources.load(str(path), "test", fmt=fmt, aspect=aspect)
             if all(r.label is not None for r in labelled):
                 metrics = evaluate(loaded.model, loaded.vocab, loaded.task, labelled, batch_size=2)
                 json.dumps(metrics, allow_nan=False)

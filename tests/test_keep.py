@@ -3,9 +3,10 @@
 import pytest
 import torch
 
-from rationale_cli import fit as fit_module
-from rationale_cli.config import from_values
-from rationale_cli.fit import Keep, fit
+from rationale_cli.training import loop as fit_module
+from rationale_cli.runs.config import from_values
+from rationale_cli.runs.keep import Keep
+from rationale_cli.training.loop import fit
 from models.options import OptionError
 from tests.test_api import demo_parts
 

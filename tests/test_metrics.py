@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from rationale_cli.evaluation.metrics import (
+from rationale_cli.metrics.scores import (
     ClassificationScores,
     RationaleScores,
     RegressionScores,

@@ -10,10 +10,10 @@ import sys
 import pytest
 from helpers import write
 
-from rationale_cli.errors import UserError
-from rationale_cli.readers import FORMATS, detect_format, iter_records, read_records
-from rationale_cli.readers.table import iter_table
-from rationale_cli.tokenize import tokenize
+from rationale_cli.runtime.errors import UserError
+from rationale_cli.data.readers import FORMATS, detect_format, iter_records, read_records
+from rationale_cli.data.readers.table import iter_table
+from rationale_cli.data.tokenize import tokenize
 
 
 def jsonl(*objects) -> str:
@@ -45,7 +45,7 @@ def test_tokenize_splits_punctuation_and_clitics():
 
 def test_importing_the_package_does_not_import_spacy_or_pandas():
     code = (
-        "import sys, rationale_cli.readers, rationale_cli.tokenize, rationale_cli.vocab;"
+        "import sys, rationale_cli.data.readers, rationale_cli.data.tokenize, rationale_cli.data.vocab;"
         "print('spacy' in sys.modules, 'pandas' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -6,9 +6,9 @@ import re
 import pytest
 from rich.console import Console
 
-from rationale_cli.atomic import atomic_path, write_text_atomic
-from rationale_cli.records import Record
-from rationale_cli.render import (
+from rationale_cli.runtime.atomic import atomic_path, write_text_atomic
+from rationale_cli.data.records import Record
+from rationale_cli.output.render import (
     categorize,
     document_text,
     legend,

@@ -8,7 +8,7 @@ import torch
 from typer.testing import CliRunner
 
 from rationale_cli.cli import app
-from rationale_cli.report import labels, precision_by_size
+from rationale_cli.output.run_report import labels, precision_by_size
 
 SMALL = ["--embedding-dim", "16", "--hidden-size", "16"]
 ODD = "<b>&hk"  # a run folder whose name must come out escaped

@@ -8,8 +8,8 @@ import pytest
 from typer.testing import CliRunner
 
 from rationale_cli.cli import app
-from rationale_cli.readers import read_records
-from rationale_cli.errors import UserError
+from rationale_cli.data.readers import read_records
+from rationale_cli.runtime.errors import UserError
 from tests.helpers import write
 
 runner = CliRunner()

@@ -129,7 +129,7 @@ def test_gradcheck_of_the_backward_pass(start):
 def test_selector_marginalizes_the_task_loss_over_its_support():
     """The trainer's loss equals the explicit sum over the support of xi_z * loss(z)."""
     from models.model import RationaleModel
-    from rationale_cli.task import Regression
+    from rationale_cli.runs.task import Regression
 
     torch.manual_seed(2)
     model = RationaleModel(30, 6, 5, 1, encoder="cnn", extractor="sparsemap", dropout=0.0,
@@ -225,7 +225,7 @@ def test_gradcheck_with_the_coherence_factor():
 @pytest.mark.parametrize("extractor", ["sparsemap", "topk-sparsemax"])
 def test_pairwise_option_reaches_the_selector_and_starts_without_coherence(extractor):
     from models.model import RationaleModel
-    from rationale_cli.config import from_values
+    from rationale_cli.runs.config import from_values
 
     options = from_values({"extractor": extractor, "pairwise": True}).extractor_options()
     model = RationaleModel(30, 6, 5, 1, encoder="cnn", extractor=extractor, extractor_options=options)
@@ -279,7 +279,7 @@ def test_only_weighted_masks_are_read_with_the_same_loss_and_gradients(extractor
     """Supports of different sizes are padded with weight-0 masks; the predictor reads only
     the weighted ones, and the loss and every gradient equal reading them all."""
     from models.model import RationaleModel
-    from rationale_cli.task import Regression
+    from rationale_cli.runs.task import Regression
 
     torch.manual_seed(6)
     model = RationaleModel(40, 6, 5, 1, encoder="cnn", extractor=extractor, dropout=0.0,

@@ -6,8 +6,8 @@ import pytest
 from typer.testing import CliRunner
 
 from rationale_cli.cli import app
-from rationale_cli.vectors import load_vectors
-from rationale_cli.vocab import Vocab
+from rationale_cli.data.vectors import load_vectors
+from rationale_cli.data.vocab import Vocab
 from tests.helpers import write
 
 pytest.importorskip("gensim", reason='rationale vectors needs gensim: pip install "rationale-cli[vectors]"')

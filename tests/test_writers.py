@@ -5,11 +5,11 @@ import json
 
 import pytest
 
-from rationale_cli.errors import UserError
-from rationale_cli.inference import Output
-from rationale_cli.output import prediction_json, to_json_line
-from rationale_cli.records import Record, mask_to_spans
-from rationale_cli.writers import open_writer, output_format
+from rationale_cli.runtime.errors import UserError
+from rationale_cli.runs.inference import Output
+from rationale_cli.output.prediction import prediction_json, to_json_line
+from rationale_cli.data.records import Record, mask_to_spans
+from rationale_cli.output.writers import open_writer, output_format
 
 TEXT = "Nice  head, thin body."  # two spaces: a rationale from the raw text keeps them
 TOKENS = ["Nice", "head", ",", "thin", "body", "."]

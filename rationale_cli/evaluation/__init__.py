@@ -1,4 +1,3 @@
-"""Scoring rationales and predictions: the toolkit's token metrics (``metrics``),
-ERASER's metrics (``eraser``), prediction and results files (``results``), the
-reruns of a model for faithfulness (``faithfulness``) and what ``evaluate`` and
-``score`` report (``scoring``)."""
+"""Evaluation with a model or a predictions file: the reruns of a model for faithfulness
+(``faithfulness``), prediction and results files (``predictions_file``) and what
+``evaluate`` and ``score`` report (``scoring``)."""

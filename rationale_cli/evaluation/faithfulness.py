@@ -23,12 +23,12 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 import torch
 
-from rationale_cli.batching import capped_batches, make_batch
-from rationale_cli.evaluation.eraser import AOPC_THRESHOLDS, ScoredDocument, aopc, bins, drop, drops
-from rationale_cli.evaluation.metrics import mean
-from rationale_cli.records import Record, mask_to_spans
-from rationale_cli.task import Task
-from rationale_cli.vocab import UNK, Vocab
+from rationale_cli.data.batching import capped_batches, make_batch
+from rationale_cli.metrics.eraser_scores import AOPC_THRESHOLDS, ScoredDocument, aopc, bins, drop, drops
+from rationale_cli.metrics.scores import mean
+from rationale_cli.data.records import Record, mask_to_spans
+from rationale_cli.runs.task import Task
+from rationale_cli.data.vocab import UNK, Vocab
 from models.model import RationaleModel
 
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from rationale_cli.evaluation.eraser import ScoredDocument, drop, eraser_scores, iou_scores
-from rationale_cli.evaluation.results import paired, read_predictions
+from rationale_cli.metrics.eraser_scores import ScoredDocument, drop, eraser_scores, iou_scores
+from rationale_cli.evaluation.predictions_file import paired, read_predictions
 from rationale_cli.evaluation.faithfulness import faithfulness_summary, scored_documents
-from rationale_cli.inference import evaluate as model_metrics
-from rationale_cli.evaluation.metrics import ClassificationScores, RationaleScores, RegressionScores, document_scores
-from rationale_cli.errors import UserError
-from rationale_cli.records import Record, spans_to_mask
+from rationale_cli.runs.inference import evaluate as model_metrics
+from rationale_cli.metrics.scores import ClassificationScores, RationaleScores, RegressionScores, document_scores
+from rationale_cli.runtime.errors import UserError
+from rationale_cli.data.records import Record, spans_to_mask
 
 
 def masks(doc: ScoredDocument) -> tuple[list[int], list[int] | None]:
@@ -24,7 +24,7 @@ def masks(doc: ScoredDocument) -> tuple[list[int], list[int] | None]:
 
 
 def document_row(doc: ScoredDocument, extra: dict | None = None) -> dict:
-    """One document's scores: its token P/R/F1 (``rationale_cli.evaluation.metrics`` conventions),
+    """One document's scores: its token P/R/F1 (``rationale_cli.metrics.scores`` conventions),
     IOU-F1 at 0.5, prediction and gold label, and the faithfulness drops it has."""
     own = document_scores(*masks(doc))
     row = {"id": doc.id, "label": doc.label, "prediction": doc.prediction, **own}

@@ -1,0 +1,2 @@
+"""Annotating corpora: the local engine (windows, shards, workers, resume, merge) and the
+Dask engine."""

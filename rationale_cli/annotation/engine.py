@@ -1,0 +1,443 @@
+"""Annotating a corpus (``rationale predict``): fast, resumable and sharded.
+
+The input is read in windows of ``window`` documents. Each window is sorted by length,
+run in batches (less padding) and written back in input order, appended to a partial
+output beside ``OUT`` (``.OUT.partial``, renamed to ``OUT`` when complete, so an earlier
+``OUT`` is kept until then), which is flushed; a small state file (``.OUT.predict.json``)
+records how many windows are done, the partial output's size at that point, and the
+identity of the input, the model and the options. Rerunning the same command continues after the last complete window
+(anything written past it is cut off) and ends with the bytes an uninterrupted run
+writes; a different input, model or option is refused unless ``--force``. SIGINT and
+SIGTERM stop at the next window boundary; after SIGKILL the windows in progress are redone
+(one, or with ``--workers N`` up to N + 1). An error (bad input) removes the partial
+output and the state; a worker process that dies (killed, out of memory) leaves them, to
+be continued.
+
+``--shard I/N`` annotates windows I, I+N, I+2N, ... of the input, so N processes or
+machines split a corpus with no coordination; :func:`merge` interleaves their outputs
+back into input order. ``--workers N`` runs the windows of one command in N processes of
+one thread each on the CPU (the model's loops are mostly single-threaded work, so
+processes use the cores better than threads); this process reads, orders and writes, and
+alone receives SIGINT and SIGTERM (the workers start with both blocked).
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import hashlib
+import json
+import multiprocessing
+import os
+import signal
+import time
+from collections import deque
+from contextlib import ExitStack, contextmanager
+from dataclasses import asdict, dataclass
+from itertools import islice
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, Sequence
+
+from rationale_cli.runtime.allocator import keep_freed_memory
+from rationale_cli.runtime.atomic import text_output, writable_target, write_text_atomic
+from rationale_cli.runtime.errors import UserError
+from rationale_cli.evaluation.faithfulness import scored_documents
+from rationale_cli.runs.inference import Output, chunks, run_model
+from rationale_cli.data.records import Record
+from rationale_cli.runs.run_directory import WEIGHTS, Run
+
+WINDOW = 4096
+UNKNOWN_WARNING = 0.5  # warn when more than this share of the tokens is unknown to the model
+
+
+@dataclass(frozen=True)
+class Shard:
+    index: int = 0
+    count: int = 1
+
+    @classmethod
+    def parse(cls, text: str) -> "Shard":
+        """``I/N`` with 0 <= I < N."""
+        try:
+            index, count = (int(part) for part in text.split("/"))
+        except ValueError:
+            raise UserError(f"--shard {text}: expected I/N, e.g. 0/4") from None
+        if not 0 <= index < count:
+            raise UserError(f"--shard {text}: expected 0 <= I < N")
+        return cls(index, count)
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+@dataclass
+class Tally:
+    """What was annotated: documents, tokens, tokens unknown to the model's vocabulary, seconds,
+    and the documents an interrupted run had done before (``resumed``)."""
+
+    documents: int = 0
+    resumed: int = 0
+    tokens: int = 0
+    unknown: int = 0
+    seconds: float = 0.0
+
+    def add(self, outputs: Sequence[Output]) -> None:
+        for out in outputs:
+            self.documents += 1
+            self.tokens += len(out.record.tokens)
+            self.unknown += out.unknown
+
+    @property
+    def unknown_share(self) -> float:
+        return self.unknown / self.tokens if self.tokens else 0.0
+
+
+def annotate_window(run: Run, window: list[Record], batch_size: int, device, eraser: bool = False) -> list[Output]:
+    """The window's outputs in input order, run in batches of documents of similar length;
+    with ``eraser``, each with its scored document (faithfulness included)."""
+    order = sorted(range(len(window)), key=lambda i: len(window[i].tokens))
+    ordered = [window[i] for i in order]
+    outputs: list[Output | None] = [None] * len(window)
+    for position, out in zip(order, run_model(run.model, run.vocab, run.task, ordered, batch_size=batch_size,
+                                              device=device)):
+        outputs[position] = out
+    if eraser:
+        for position, (doc, _) in zip(order, scored_documents(run.model, run.vocab, run.task, ordered,
+                                                              batch_size=batch_size, device=device)):
+            outputs[position].scored = doc
+    return outputs
+
+
+def decoding(run: Run) -> tuple:
+    """How the run's model was asked to decode: its test rate, threshold and transition cost
+    (None where not asked; the cost exists for mask-set selectors only)."""
+    return run.model.test_rate, run.model.test_threshold, getattr(run.model.selector, "test_coherence", None)
+
+
+def file_identity(path: Path) -> dict:
+    stat = path.stat()
+    return {"path": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
+def model_identity(run: Run) -> str:
+    digest = hashlib.sha256()
+    for name in (WEIGHTS, "config.json", "vocab.json", "task.json"):
+        digest.update((run.path / name).read_bytes())
+    return digest.hexdigest()
+
+
+def state_path(out: Path) -> Path:
+    return out.with_name(f".{out.name}.predict.json")
+
+
+def partial_path(out: Path) -> Path:
+    """Where a run's output grows until it is complete (then renamed to ``out``)."""
+    return out.with_name(f".{out.name}.partial")
+
+
+@dataclass
+class Resume:
+    """Where an interrupted run stopped: windows done, output bytes at that point."""
+
+    windows: int = 0
+    bytes: int = 0
+
+
+def resume_point(out: Path, identity: dict, force: bool) -> Resume | None:
+    """Where to continue ``out``'s partial output (None: start afresh); refuses to replace
+    an output or continue another run's without ``force``."""
+    state, partial = state_path(out), partial_path(out)
+    for stray in out.parent.glob(f".{state.name}.*.tmp"):  # a state write cut by SIGKILL
+        stray.unlink(missing_ok=True)
+    if force:
+        discard(out)
+        return None
+    if state.is_file():
+        try:
+            saved = json.loads(state.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            raise UserError(f"{state}: unreadable state of an interrupted run; pass --force to start over") from None
+        if saved.get("identity") != identity:
+            changed = [k for k in identity if saved.get("identity", {}).get(k) != identity[k]]
+            raise UserError(f"{out}: an interrupted run with another {', '.join(changed) or 'setup'} wrote it; "
+                            "run the same command to continue it, or pass --force to start over")
+        if not partial.is_file() or partial.stat().st_size < saved["bytes"]:
+            raise UserError(f"{partial}: missing or shorter than its interrupted run recorded; pass --force to "
+                            "start over")
+        return Resume(saved["windows"], saved["bytes"])
+    refuse_finished(out)
+    return None
+
+
+def refuse_finished(out: Path) -> None:
+    """A finished output (one without an interrupted run's state) is replaced only with --force."""
+    if out.is_file() and not state_path(out).is_file():
+        raise UserError(f"{out}: already exists; choose another --out or pass --force to replace it")
+
+
+def discard(out: Path) -> None:
+    """Remove the partial output and the state of a run into ``out``."""
+    state_path(out).unlink(missing_ok=True)
+    partial_path(out).unlink(missing_ok=True)
+
+
+@contextmanager
+def stop_requests() -> Iterator[list[int]]:
+    """SIGINT and SIGTERM recorded (not raised) while the block runs: the list gets the
+    signal number, so work stops at the next safe point."""
+    received: list[int] = []
+    handlers = {sig: signal.signal(sig, lambda number, _frame: received.append(number))
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield received
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+
+
+@dataclass
+class Job:
+    """One ``rationale predict`` over a file."""
+
+    input: str
+    out: Path
+    output_format: str
+    reader: dict  # fmt, aspect, text_col, id_field as the command resolved them
+    batch_size: int = 64
+    window: int = WINDOW
+    shard: Shard = Shard()
+    workers: int = 1  # processes annotating windows (CPU), not part of the run's identity
+
+    def identity(self, run: Run) -> dict:
+        source = Path(self.input)
+        rate, threshold, coherence = decoding(run)
+        return {"input": file_identity(source) if source.is_file() else {"path": self.input},
+                "model": model_identity(run),
+                "options": {**self.reader, "batch_size": self.batch_size, "window": self.window,
+                            "shard": str(self.shard), "output_format": self.output_format,
+                            **({"rate": str(rate)} if rate is not None else {}),
+                            **({"threshold": threshold} if threshold is not None else {}),
+                            **({"coherence": coherence} if coherence is not None else {})}}
+
+
+def annotate(job: Job, run: Run, records: Iterable[Record], device, *, force: bool = False,
+             progress: Callable[[int], None] = lambda n: None) -> tuple[Tally, int | None]:
+    """Annotate ``records`` (the input's documents) into ``job.out``; returns the tally and
+    the signal that stopped it early (None when it completed)."""
+    from rationale_cli.output.writers import open_writer
+
+    keep_freed_memory()
+    identity = job.identity(run)
+    # the file the output becomes (a link's target); standard output, a device or a pipe is written through
+    dest = None if str(job.out) == "-" else writable_target(job.out)
+    direct = dest is None
+    start = None if direct else resume_point(dest, identity, force)
+    resumable = not direct and job.output_format != "parquet"
+    target = job.out if direct else partial_path(dest)
+    tally, began = Tally(), time.perf_counter()
+    mine = (w for i, w in enumerate(chunks(records, job.window)) if i % job.shard.count == job.shard.index)
+    done = start.windows if start else 0
+    try:
+        with stop_requests() as stops, window_annotator(job, run, device) as annotated, \
+                open_writer(target, job.output_format, start.bytes if start else None) as writer:
+            for index, window, outputs in annotated(enumerate(mine), done, tally, progress):
+                writer.write(outputs)
+                size = writer.flush()
+                if resumable:
+                    write_text_atomic(state_path(dest), json.dumps(
+                        {"identity": identity, **asdict(Resume(index + 1, size))}) + "\n")
+                tally.add(outputs)
+                progress(len(window))
+                if stops and not resumable:
+                    raise UserError(f"stopped by signal {stops[0]}: {job.out} cannot be continued, so nothing "
+                                    "was written")
+                if stops:
+                    break
+    except WorkerDied:  # as after SIGKILL: what was written stays, to be continued
+        raise UserError(f"a worker process died (killed, or out of memory?); {job.out} can be continued: run "
+                        "the same command again") from None
+    except Exception:  # bad input, a full disk: nothing half-written stays, an earlier output is kept
+        if not direct:
+            discard(dest)
+        raise
+    tally.seconds = time.perf_counter() - began
+    if stops:
+        return tally, stops[0]
+    if not direct:
+        os.replace(target, dest)
+        state_path(dest).unlink(missing_ok=True)
+    return tally, None
+
+
+Windows = Iterator[tuple[int, list[Record], list[Output]]]
+
+
+@contextmanager
+def window_annotator(job: Job, run: Run, device) -> Iterator[Callable[..., Windows]]:
+    """A function of the numbered windows (and how many were done before, the tally and the
+    progress callback) giving ``(index, window, outputs)`` in order for those not done yet:
+    annotated here, or by ``job.workers`` processes with a few windows in flight."""
+    eraser = job.output_format == "eraser"
+
+    def skip_done(windows, done, tally, progress):
+        for index, window in windows:
+            if index < done:
+                tally.resumed += len(window)
+                progress(len(window))
+            else:
+                yield index, window
+
+    def here(windows, done, tally, progress) -> Windows:
+        for index, window in skip_done(windows, done, tally, progress):
+            yield index, window, annotate_window(run, window, job.batch_size, device, eraser)
+
+    if job.workers <= 1:
+        yield here
+        return
+    links, processes = start_workers(job.workers, run)
+
+    def pooled(windows, done, tally, progress) -> Windows:
+        pending: deque[tuple[int, list[Record], Connection]] = deque()
+        for turn, (index, window) in enumerate(skip_done(windows, done, tally, progress)):
+            ready = receive(*pending.popleft()) if len(pending) == len(links) else None
+            link = links[turn % len(links)]  # the worker whose window was just received
+            try:
+                link.send((window, job.batch_size, eraser))
+            except OSError:
+                raise WorkerDied from None
+            pending.append((index, window, link))
+            if ready is not None:
+                yield ready
+        while pending:
+            yield receive(*pending.popleft())
+
+    try:
+        yield pooled
+    finally:
+        stop_workers(links, processes)
+
+
+class WorkerDied(Exception):
+    """A worker process ended without its window's outputs (killed, out of memory)."""
+
+
+def receive(index: int, window: list[Record], link: Connection) -> tuple[int, list[Record], list[Output]]:
+    """A window's outputs from the worker annotating it (re-raising its error)."""
+    try:
+        ok, payload = link.recv()
+    except (EOFError, OSError):
+        raise WorkerDied from None
+    if not ok:
+        raise payload
+    return index, window, payload
+
+
+def start_workers(count: int, run: Run) -> tuple[list[Connection], list]:
+    """``count`` spawned processes serving windows over pipes (:func:`serve_windows`). They start
+    with SIGINT and SIGTERM blocked (a new process inherits the signal mask; here the signals
+    wait while blocked and arrive after), so a Ctrl-C or a signal to the whole process group
+    reaches this process alone, which stops at a window boundary."""
+    context = multiprocessing.get_context("spawn")
+    links, processes = [], []
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        for _ in range(count):
+            link, theirs = context.Pipe()
+            process = context.Process(target=serve_windows, daemon=True, args=(
+                theirs, str(run.path), *decoding(run)))
+            process.start()
+            theirs.close()  # theirs only: a dead worker's pipe then reads as closed here
+            links.append(link)
+            processes.append(process)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+    return links, processes
+
+
+def stop_workers(links: list[Connection], processes: list) -> None:
+    """Workers told to stop; killed if busy with a window nobody will read."""
+    for link in links:
+        try:
+            link.send(None)
+        except OSError:
+            pass
+    for process in processes:
+        process.join(timeout=1)
+        if process.is_alive():
+            process.kill()
+            process.join()
+    for link in links:
+        link.close()
+
+
+def serve_windows(link: Connection, path: str, rate, threshold: float | None, coherence: float | None) -> None:
+    """A worker: the run loaded once, one torch thread; windows in, ``(True, outputs)`` or
+    ``(False, error)`` out, until told to stop or this end of the pipe closes."""
+    import torch
+
+    from rationale_cli.runs.run_directory import load_run
+
+    torch.set_num_threads(1)
+    keep_freed_memory()
+    run = load_run(path, "cpu")
+    run.model.test_rate, run.model.test_threshold = rate, threshold
+    if coherence is not None:
+        run.model.selector.test_coherence = coherence
+    while True:
+        try:
+            task = link.recv()
+        except EOFError:  # the main process is gone
+            return
+        if task is None:
+            return
+        window, batch_size, eraser = task
+        try:
+            link.send((True, annotate_window(run, window, batch_size, "cpu", eraser)))
+        except Exception as error:  # noqa: BLE001 - handed to the main process, which raises it
+            link.send((False, error))
+
+
+def count_documents(path: str) -> int | None:
+    """Lines in a plain or gzip file, read as bytes in blocks (the documents of a text,
+    JSONL or beer file; one more than a table's rows): a total for the progress bar."""
+    source = Path(path)
+    if not source.is_file():
+        return None
+    opener = gzip.open if source.name.endswith(".gz") else open
+    lines, last = 0, b"\n"
+    with opener(source, "rb") as handle:
+        while block := handle.read(1 << 20):
+            lines += block.count(b"\n")
+            last = block[-1:]
+    return lines + (last != b"\n")
+
+
+def merge(parts: Sequence[Path], out: Path, window: int = WINDOW) -> int:
+    """The shards' JSONL or CSV outputs (in shard order, ``--shard 0/N`` first) in input
+    order: ``window`` documents of each in turn, as ``predict`` split them. Returns the
+    number of documents."""
+    table = parts[0].suffix.lower() == ".csv"
+    with ExitStack() as stack:
+        handles = [stack.enter_context(open(p, "r", encoding="utf-8", newline="" if table else None)) for p in parts]
+        readers = [csv.reader(h) for h in handles] if table else [iter(h) for h in handles]
+        headers = [next(reader, None) for reader in readers] if table else []
+        target = stack.enter_context(text_output(out))
+        writer = csv.writer(target) if table else None
+        if table:
+            writer.writerow(headers[0])
+        count, turn = 0, 0
+        while True:
+            chunk = list(islice(readers[turn % len(parts)], window))
+            if table:
+                writer.writerows(chunk)
+            else:
+                target.writelines(chunk)
+            count += len(chunk)
+            if len(chunk) < window:
+                break
+            turn += 1
+        if any(next(reader, None) is not None for reader in readers):
+            raise UserError(f"{out}: the parts do not come from one sharded run with --window {window} "
+                            "(a part has documents after the last window); give the parts in shard order")
+    return count

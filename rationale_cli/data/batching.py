@@ -1,0 +1,99 @@
+"""Padded batches with masks (not packed sequences), grouped by length."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from itertools import chain
+from typing import Iterable, Iterator, Sequence
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from rationale_cli.data.records import Record
+from rationale_cli.data.vocab import Vocab
+
+
+SEP = "[SEP]"  # between a document and its query
+
+
+@dataclass
+class Batch:
+    records: list[Record]
+    ids: Tensor
+    mask: Tensor
+    targets: Tensor | None = None
+    visible: Tensor | None = None  # [B, T] 1 on query positions: always read, never selected
+
+
+def model_tokens(record: Record) -> list[str]:
+    """What the model reads: the document, then ``[SEP]`` and the query when it has one.
+    The query comes after the document so that token positions stay the document's."""
+    return record.tokens + [SEP] + record.query if record.query else record.tokens
+
+
+TOKENS_PER_DOCUMENT = 256  # a batch of n documents holds at most n times this many padded positions
+
+
+def model_length(record: Record) -> int:
+    """How many tokens the model reads for ``record`` (:func:`model_tokens`)."""
+    return len(record.tokens) + (len(record.query) + 1 if record.query else 0)
+
+
+def capped_batches(records: Iterable[Record], size: int) -> Iterator[list[Record]]:
+    """Batches in input order of at most ``size`` documents and ``size * TOKENS_PER_DOCUMENT``
+    padded positions, so that long documents make smaller batches (memory stays bounded
+    whatever the lengths); a document longer than that is a batch of its own."""
+    budget = size * TOKENS_PER_DOCUMENT
+    batch: list[Record] = []
+    longest = 0
+    for record in records:
+        length = model_length(record)
+        if batch and (len(batch) == size or max(longest, length) * (len(batch) + 1) > budget):
+            yield batch
+            batch, longest = [], 0
+        batch.append(record)
+        longest = max(longest, length)
+    if batch:
+        yield batch
+
+
+def make_batch(records: Sequence[Record], vocab: Vocab, task=None, device: str | torch.device = "cpu") -> Batch:
+    """Token ids ``[B, T]`` (0 = pad), a float mask, the query positions (``visible``, None
+    when no document has a query) and, when a task is given, targets."""
+    read = [model_tokens(r) for r in records]  # model_length(r) tokens each
+    lengths = torch.tensor([len(tokens) for tokens in read])
+    real = torch.arange(int(lengths.max())) < lengths.unsqueeze(1)
+    ids = torch.zeros(real.shape, dtype=torch.long)
+    ids[real] = torch.from_numpy(np.array(vocab.encode(list(chain.from_iterable(read))), dtype=np.int64))
+    mask = real.float()
+    visible = None
+    if any(r.query for r in records):
+        visible = torch.zeros(real.shape)
+        for row, (record, tokens) in enumerate(zip(records, read)):
+            visible[row, len(record.tokens) : len(tokens)] = 1.0
+        visible = visible.to(device)
+    targets = task.targets(records).to(device) if task is not None else None
+    return Batch(list(records), ids.to(device), mask.to(device), targets, visible)
+
+
+def length_batches(records: Sequence[Record], batch_size: int, *, rng: random.Random | None = None) -> Iterator[list[Record]]:
+    """Batches of similar length (less padding for recurrent encoders).
+
+    With ``rng``, documents are shuffled, sorted by length within pools of 50
+    batches, and the batches shuffled; without, the input order is kept.
+    """
+    if rng is None:
+        for start in range(0, len(records), batch_size):
+            yield list(records[start : start + batch_size])
+        return
+    order = list(records)
+    rng.shuffle(order)
+    pool = batch_size * 50
+    batches = []
+    for start in range(0, len(order), pool):
+        chunk = sorted(order[start : start + pool], key=lambda r: len(r.tokens))
+        batches += [chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size)]
+    rng.shuffle(batches)
+    yield from batches

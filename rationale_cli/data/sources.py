@@ -1,0 +1,80 @@
+"""Where a command's documents come from: a file or folder, the word ``demo``, or
+standard input (``-``)."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+from rationale_cli.runtime.errors import UserError
+from rationale_cli.data.readers import detect_format, iter_records
+from rationale_cli.data.records import Record
+from rationale_cli.data.synthetic import demo_records
+
+DEMO = "demo"
+ERASER_SPLITS = {"train": "train", "valid": "val", "test": "test"}
+SPLITS = {"train": "train", "valid": "valid", "val": "valid", "test": "test"}  # names a user may give
+
+
+def is_demo(path: str | Path) -> bool:
+    return str(path) == DEMO and not Path(DEMO).exists()
+
+
+def load(path: str, split: str, *, fmt: str = "auto", aspect: int | None = None,
+         text_col: str = "text", label_col: str = "label", query: bool = True) -> list[Record]:
+    """Documents of ``split`` (train, valid or test): the split of the demo corpus or of an
+    ERASER folder; any other source is read whole. Without ``query`` the documents'
+    queries are dropped."""
+    return list(stream(path, split, fmt=fmt, aspect=aspect, text_col=text_col, label_col=label_col, query=query))
+
+
+def stream(path: str, split: str = "test", *, fmt: str = "auto", aspect: int | None = None,
+           text_col: str = "text", label_col: str | None = "label", id_field: str = "id",
+           query: bool = True) -> Iterator[Record]:
+    """The same documents one at a time (constant memory for files)."""
+    if split not in SPLITS:
+        raise UserError(f"unknown split {split!r}: expected train, val or test")
+    if is_demo(path):
+        return iter(demo_records(SPLITS[split], aspect=aspect or 0))
+    records = iter_records(path, fmt, aspect=aspect, split=ERASER_SPLITS[SPLITS[split]], text_col=text_col,
+                           label_col=label_col, id_field=id_field)
+    return records if query else map(without_query, records)
+
+
+def without_query(record: Record) -> Record:
+    record.query = None
+    return record
+
+
+def run_documents(path: str, config, *, fmt: str = "auto", aspect: int | None = None,
+                  text_col: str | None = None, labelled: bool = True, id_field: str = "id",
+                  split: str = "test") -> Iterator[Record]:
+    """The documents of ``path`` read for a trained run (an ERASER folder's or the demo
+    corpus's ``split``): with its ``config``'s aspect, columns and use of queries unless
+    given; without labels unless ``labelled``."""
+    return stream(path, split, fmt=fmt, aspect=config.aspect if aspect is None else aspect,
+                  text_col=text_col or config.text_col, label_col=config.label_col if labelled else None,
+                  id_field=id_field, query=config.query)
+
+
+def has_own_validation(path: str, fmt: str) -> bool:
+    """The demo corpus and ERASER folders come with a validation split."""
+    if is_demo(path):
+        return True
+    return Path(path).is_dir() and (fmt if fmt != "auto" else detect_format(path)) == "eraser"
+
+
+def from_stdin() -> str:
+    """Standard input saved to a temporary file (removed at exit) whose name tells the
+    format detection what it holds: JSON lines when the first line is an object, else text."""
+    data = sys.stdin.buffer.read()
+    first = data.lstrip().split(b"\n", 1)[0]
+    fd, name = tempfile.mkstemp(prefix="rationale-stdin-", suffix=".jsonl" if first.startswith(b"{") else ".txt")
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+    atexit.register(lambda: Path(name).unlink(missing_ok=True))
+    return name

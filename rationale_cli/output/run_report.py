@@ -1,0 +1,318 @@
+"""The report on training runs: one HTML page with each run's training curves, the
+precision of its rationales by their size against gold, its configuration and
+metrics, and example documents highlighted.
+
+The precision curve ranks each document's tokens by the run's selection scores
+and keeps the top share ``s`` of them (``round(s * n)`` tokens, at least one, as a
+``--budget`` share counts them; ties go to the earlier token), for ``s`` from 1%
+to 60%, so extractors are compared at equal size whatever size they were trained for.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple, Sequence
+
+import torch
+from matplotlib.figure import Figure
+
+from models.budget import Budget, top_k_mask
+from rationale_cli.data import sources
+from rationale_cli.runtime.errors import UserError
+from rationale_cli.runs.inference import Output, run_model
+from rationale_cli.metrics.scores import RationaleScores
+from rationale_cli.output.plots import Curve, Panel, Series, precision_size_figure, save_png, svg, training_figure
+from rationale_cli.output.render import document_item, escape, html_document, html_legend, html_page, html_summary
+from rationale_cli.runs.run_directory import Run, read_json
+from rationale_cli.training.trainer import training_data
+
+SHARES = tuple(i / 100 for i in range(1, 61))
+SIZE_PLOT = "precision-size"
+
+
+class Spec(NamedTuple):
+    """A training-curve panel: its title, the history keys it plots (with their legend
+    names), whether they are shares, and the config key holding their target."""
+
+    title: str
+    keys: tuple[tuple[str, str], ...]
+    percent: bool = False
+    target: str | None = None
+
+
+PANELS = (
+    Spec("loss", (("train_loss", "training objective (with penalties)"), ("valid_loss", "validation task loss"))),
+    Spec("validation error", (("valid_mse", "MSE"), ("valid_mae", "MAE"))),
+    Spec("validation accuracy", (("valid_accuracy", "accuracy"), ("valid_macro_f1", "macro F1")), True),
+    Spec("selection rate", (("selected", "sampled (train)"), ("expected_l0", "expected (train)"),
+                            ("exact_one", "exactly 1 (train)"), ("valid_selection_rate", "decoded (validation)")),
+         True, "budget"),
+    Spec("validation rationale vs gold", (("valid_precision", "precision"), ("valid_recall", "recall"),
+                                          ("valid_f1", "F1")), True),
+    Spec("transitions per token", (("expected_transitions", "expected (train)"), ("transitions", "sampled (train)")),
+         True, "transitions"),
+    Spec("Lagrange multipliers", (("lambda_l0", "λ selection rate"), ("lambda_transitions", "λ transitions"))),
+    Spec("support size", (("support", "masks in the support (train)"),)),
+    Spec("KL to uniform", (("kl_uniform", "KL (train)"),)),
+)
+TEST_KEYS = ("selection_rate", "precision", "recall", "f1", "transitions", "documents_with_gold")
+
+CSS = """
+body { max-width: 75em; }
+svg.plot { display: block; width: 100%; height: auto; margin: .5em 0; }
+svg.plot#precision-size { max-width: 52em; }
+section.run { border-top: 3px solid #333; margin-top: 2.5em; }
+.tables { display: flex; flex-wrap: wrap; gap: 0 2em; align-items: flex-start; }
+.tables h3, h3 { font-size: 1em; margin: .8em 0 0; }
+table.summary { font-size: .9em; }
+p.note { color: #444; }
+"""
+
+
+@dataclass
+class SizeCurve:
+    """Micro token precision, recall and the share of tokens selected at each test-time share."""
+
+    shares: list[float]
+    rates: list[float]
+    precisions: list[float]
+    recalls: list[float | None]
+
+
+@dataclass
+class RunSummary:
+    label: str
+    slug: str
+    path: Path
+    config: dict
+    metrics: dict
+    data: str
+    examples: list[dict] = field(default_factory=list)
+    test: dict | None = None
+    gold_share: float | None = None
+    curve: SizeCurve | None = None
+    note: str = ""
+
+
+@dataclass
+class Plot:
+    """A figure, the attributes of its inline ``<svg>`` (its id first) and its PNG file name."""
+
+    figure: Figure
+    attributes: dict[str, str]
+    file: str
+
+
+def precision_by_size(scores: Sequence[Sequence[float]], gold: Sequence[Sequence[int]],
+                      shares: Sequence[float] = SHARES) -> SizeCurve:
+    """Keep each document's top ``share`` of tokens by score (see the module docstring) and
+    score the kept tokens against ``gold`` (0/1 per token), micro over all documents."""
+    width = max((len(row) for row in scores), default=0)
+    values, golds, mask = (torch.zeros(len(scores), width, dtype=torch.float64) for _ in range(3))
+    for i, (row, gold_row) in enumerate(zip(scores, gold)):
+        values[i, :len(row)] = torch.tensor(row, dtype=torch.float64)
+        golds[i, :len(row)] = torch.tensor(gold_row, dtype=torch.float64)
+        mask[i, :len(row)] = 1.0
+    tokens, gold_tokens = mask.sum().item(), golds.sum().item()
+    curve = SizeCurve([], [], [], [])
+    for share in shares:
+        kept = top_k_mask(values, mask, Budget(share=share).tokens(mask))
+        count, hits = kept.sum().item(), (kept * golds).sum().item()
+        curve.shares.append(share)
+        curve.rates.append(count / tokens)
+        curve.precisions.append(hits / count)
+        curve.recalls.append(hits / gold_tokens if gold_tokens else None)
+    return curve
+
+
+def labels(paths: Sequence[Path]) -> list[str]:
+    """A name per run: its folder's name, with the parent folder where two share a name,
+    numbered where that is not enough."""
+    names = [path.resolve().name for path in paths]
+    longer = ["/".join(path.resolve().parts[-2:]) if names.count(name) > 1 else name
+              for path, name in zip(paths, names)]
+    return [f"{name} #{longer[:i].count(name) + 1}" if longer.count(name) > 1 else name
+            for i, name in enumerate(longer)]
+
+
+def slugs(names: Sequence[str]) -> list[str]:
+    """Distinct ids and file names for the runs: letters, digits, ``_`` and ``-``."""
+    out: list[str] = []
+    for name in names:
+        base = re.sub(r"[^A-Za-z0-9_-]+", "_", name).strip("_") or "run"
+        slug, number = base, 1
+        while slug in out:
+            number += 1
+            slug = f"{base}-{number}"
+        out.append(slug)
+    return out
+
+
+def read_metrics(path: Path) -> dict:
+    """A run's ``metrics.json``, with the kept epoch and the history of every epoch."""
+    file = path / "metrics.json"
+    if not file.is_file():
+        raise UserError(f"{file}: missing; the run has not finished an epoch")
+    metrics = read_json(file)
+    history = metrics.get("history")
+    if not isinstance(metrics.get("best_epoch"), int) or not isinstance(metrics.get("valid", {}), dict) or \
+            not isinstance(history, list) or not all(isinstance(row, dict) for row in history):
+        raise UserError(f"{file}: expected best_epoch and a history of epochs, as `rationale train` writes them")
+    return metrics
+
+
+def summarize(run: Run, label: str, slug: str, *, data: str | None = None, fmt: str | None = None,
+              aspect: int | None = None, examples: int = 3, batch_size: int = 64, device="cpu") -> RunSummary:
+    """Read ``run``'s metrics and run its model over the test split of ``data``; by default
+    the run's own held-out documents: the test split of its data where that has one
+    (demo, ERASER), else its validation documents (``fmt`` and ``aspect`` by default the
+    run's for its own data)."""
+    cfg = run.config
+    try:
+        if data is None and not sources.has_own_validation(cfg.data, cfg.format):  # nor a test split
+            source, records = f"{cfg.valid or cfg.data} (validation documents)", training_data(cfg)[1]
+        else:
+            source, fmt = (cfg.data, fmt or cfg.format) if data is None else (data, fmt or "auto")
+            records = list(sources.run_documents(source, cfg, fmt=fmt, aspect=aspect))
+    except UserError as err:
+        raise UserError(f"{run.path}: reading its documents: {err} (give --data)") from None
+    outputs = list(run_model(run.model, run.vocab, run.task, records, batch_size=batch_size, device=device))
+    summary = RunSummary(label, slug, run.path, cfg.to_dict(), read_metrics(run.path), source,
+                         examples=[document_item(out) for out in outputs[:examples]])
+    _measure(summary, [out for out in outputs if out.record.rationale is not None])
+    return summary
+
+
+def _measure(summary: RunSummary, outputs: list[Output]) -> None:
+    """The operating point's scores and the precision curve, from the documents with gold."""
+    if not outputs:
+        summary.note = f"{summary.data} has no gold rationales: nothing to measure precision against."
+        return
+    scores = RationaleScores()
+    for out in outputs:
+        scores.add(out.selected, out.record.gold_mask())
+    summary.test = scores.result()
+    golds = [out.record.gold_mask() for out in outputs]
+    summary.gold_share = sum(map(sum, golds)) / sum(map(len, golds))
+    if all(len(set(out.scores)) <= 1 for out in outputs):
+        summary.note = "every token of a document has the same score (the extractor does not rank tokens): no curve."
+        return
+    summary.curve = precision_by_size([out.scores for out in outputs], golds)
+
+
+# --------------------------------------------------------------------------- #
+# figures
+
+
+def training_panels(metrics: dict, config: dict) -> list[Panel]:
+    """The panels of :data:`PANELS` whose keys the run's history has."""
+    panels = []
+    for spec in PANELS:
+        series = [s for key, name in spec.keys if (s := _series(metrics["history"], key, name)).x]
+        if not series:
+            continue
+        target = config.get(spec.target) if spec.target else None
+        if isinstance(target, float):  # a share (a budget of a token count is an int)
+            panels.append(Panel(spec.title, series, spec.percent, target, f"{spec.target} {100 * target:g}%"))
+        else:
+            panels.append(Panel(spec.title, series, spec.percent))
+    return panels
+
+
+def _series(history: list[dict], key: str, name: str) -> Series:
+    points = [(row.get("epoch"), row.get(key)) for row in history]
+    points = [(x, y) for x, y in points if _number(x) and _number(y)]
+    return Series(name, [x for x, _ in points], [y for _, y in points])
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def plots(summaries: Sequence[RunSummary]) -> dict[str, Plot]:
+    """Every figure of the report by its svg id: ``curves-SLUG`` per run that has training
+    statistics, and ``precision-size`` when a run has a curve."""
+    out = {}
+    for s in summaries:
+        panels = training_panels(s.metrics, s.config)
+        if panels:
+            figure = training_figure(panels, s.metrics["best_epoch"],
+                                     f"{s.label}: training (dashed line: kept epoch {s.metrics['best_epoch']})")
+            out[f"curves-{s.slug}"] = Plot(figure, {"id": f"curves-{s.slug}", "data-plot": "curves",
+                                                    "data-run": s.label}, f"{s.slug}-curves.png")
+    measured = [s for s in summaries if s.curve is not None]
+    if measured:
+        curves = [Curve(s.label, s.slug, s.curve.rates, s.curve.precisions,
+                        (s.test["selection_rate"], s.test["precision"]) if s.test["precision"] is not None else None)
+                  for s in measured]
+        shares = {round(s.gold_share, 6) for s in measured}
+        figure = precision_size_figure(curves, shares.pop() if len(shares) == 1 else None)
+        out[SIZE_PLOT] = Plot(figure, {"id": SIZE_PLOT, "data-plot": SIZE_PLOT,
+                                       "data-runs": " ".join(s.slug for s in measured)}, f"{SIZE_PLOT}.png")
+    return out
+
+
+def write_pngs(found: dict[str, Plot], folder: Path) -> None:
+    for plot in found.values():
+        save_png(plot.figure, folder / plot.file)
+
+
+# --------------------------------------------------------------------------- #
+# page
+
+
+def page(summaries: Sequence[RunSummary], found: dict[str, Plot], *, title: str = "Training report") -> str:
+    """The whole report as one self-contained HTML page."""
+    body = [_run_list(summaries), _size_section(summaries, found.get(SIZE_PLOT))]
+    first = 0
+    for s in summaries:
+        body.append(_run_section(s, found.get(f"curves-{s.slug}"), first))
+        first += len(s.examples)
+    return html_page(title, body, css=CSS)
+
+
+def _run_list(summaries: Sequence[RunSummary]) -> str:
+    items = [f'<li><a href="#run-{escape(s.slug)}">{escape(s.label)}</a>: {escape(s.config.get("extractor"))}, '
+             f'kept epoch {escape(s.metrics["best_epoch"])} of {len(s.metrics["history"])}</li>' for s in summaries]
+    return f"<ul>{''.join(items)}</ul>"
+
+
+def _size_section(summaries: Sequence[RunSummary], plot: Plot | None) -> str:
+    parts = ['<section id="size"><h2>Precision by rationale size</h2>',
+             '<p class="meta">Each line keeps the top 1% to 60% of every document\'s tokens by the run\'s '
+             "selection scores and plots the token precision against gold (micro, over the documents with "
+             "gold) at the share of tokens kept. The dot is the run's own decoded rationale.</p>"]
+    parts.append(svg(plot.figure, plot.attributes) if plot else
+                 "<p>No run could be measured against gold rationales.</p>")
+    parts += [f'<p class="note"><b>{escape(s.label)}</b>: {escape(s.note)}</p>' for s in summaries if s.note]
+    return "\n".join(parts) + "</section>"
+
+
+def _run_section(s: RunSummary, plot: Plot | None, first: int) -> str:
+    parts = [f'<section class="run" id="run-{escape(s.slug)}"><h2>{escape(s.label)}</h2>',
+             f'<p class="meta">{escape(s.path)}</p>',
+             svg(plot.figure, plot.attributes) if plot else "<p>No training statistics to plot.</p>",
+             '<div class="tables">',
+             _table(f"validation, kept epoch {s.metrics['best_epoch']}", _flat(s.metrics.get("valid", {})))]
+    if s.test is not None:
+        parts.append(_table(f"on {s.data}: decoded rationales", {k: s.test[k] for k in TEST_KEYS}))
+    parts += [_table("configuration", {k: str(v) for k, v in s.config.items() if v is not None}), "</div>"]
+    if s.examples:
+        kinds = {item["record"].rationale is not None for item in s.examples}
+        parts += [f"<h3>Examples from {escape(s.data)}</h3>", *(html_legend(g) for g in sorted(kinds, reverse=True))]
+        parts += [html_document(item, first + i)[0] for i, item in enumerate(s.examples)]
+    return "\n".join(parts) + "</section>"
+
+
+def _flat(metrics: dict) -> dict:
+    """Nested metrics (``f1_per_label``) as one row per entry: ``f1_per_label pos``."""
+    out = {}
+    for key, value in metrics.items():
+        out.update({f"{key} {k}": v for k, v in value.items()} if isinstance(value, dict) else {key: value})
+    return out
+
+
+def _table(title: str, values: dict) -> str:
+    return f"<div><h3>{escape(title)}</h3>{html_summary(values)}</div>"

@@ -1,0 +1,278 @@
+"""What ``rationale predict`` writes: JSON lines, CSV or Parquet.
+
+The format comes from the ``--out`` extension (``.jsonl``/``.json``, ``.csv``,
+``.parquet``; JSON lines for any other) or is named. Each writer takes batches of
+:class:`~rationale_cli.runs.inference.Output` and is a context manager:
+
+- jsonl: one JSON line per document, as ``predict`` has always written them.
+- csv: a header row, then per document ``id, prediction, [probabilities], [label],
+  rationale, spans, char_spans, token_scores``: the rationale as text (its pieces
+  joined with " … "), the others as JSON; probabilities for classification runs, a
+  label column when the first batch has labels.
+- eraser: ERASER's results format (``rationale_cli.evaluation.predictions_file``), one line per
+  document with its faithfulness scores, which the official scorer reads as it is.
+- parquet: one row group per batch (:func:`parquet_schema`), written under a temporary
+  name beside the target and renamed on close, so an interrupted run leaves nothing
+  under the real name. Needs pyarrow.
+
+JSON lines and CSV files can be continued after an interruption: ``resume_at`` is a size
+that :meth:`Writer.flush` returned, and anything past it is cut off. Standard output
+(``-``, JSON lines and CSV only) and Parquet cannot be continued.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import os
+import sys
+from contextlib import ExitStack
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from rationale_cli.api import Rationale
+from rationale_cli.runtime.atomic import atomic_path, writable_target
+from rationale_cli.runtime.errors import UserError
+from rationale_cli.output.prediction import prediction_line, to_json_line
+
+if TYPE_CHECKING:
+    from rationale_cli.runs.inference import Output
+
+OUTPUT_FORMATS = ("jsonl", "csv", "parquet", "eraser")
+EXTENSIONS = {".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv", ".parquet": "parquet"}
+CSV_COLUMNS = ("id", "prediction", "probabilities", "label", "rationale", "spans", "char_spans", "token_scores")
+
+
+def output_format(path: str | Path, given: str | None = None) -> str:
+    """``given``, or for None and 'auto' the format of ``path``'s extension (jsonl when unknown)."""
+    if given is None or given == "auto":
+        return EXTENSIONS.get(Path(path).suffix.lower(), "jsonl")
+    if given not in OUTPUT_FORMATS:
+        raise UserError(f"unknown output format {given!r}: expected auto, {', '.join(OUTPUT_FORMATS)}")
+    return given
+
+
+def open_writer(path: str | Path, fmt: str, resume_at: int | None = None) -> Writer:
+    """A writer of format ``fmt`` (or 'auto') on ``path`` ('-': standard output): a new
+    file, or with ``resume_at`` the file cut to that many bytes and continued."""
+    return WRITERS[output_format(path, fmt)](path, resume_at)
+
+
+def json_text(value) -> str:
+    """``value`` as JSON on one line (non-finite numbers as null)."""
+    return to_json_line(value)[:-1]
+
+
+class Writer:
+    """Writes batches of outputs; a context manager that closes it at the end."""
+
+    def write(self, outputs: list[Output]) -> None:
+        raise NotImplementedError
+
+    def flush(self) -> int:
+        """Make what was written durable; the output's size in bytes (0 for standard output)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Writer:
+        return self
+
+    def __exit__(self, *error) -> None:
+        self.close()
+
+
+def open_text(path: str | Path, resume_at: int | None) -> TextIO:
+    """``path`` for writing UTF-8 text: new, or cut to ``resume_at`` bytes and appended to."""
+    if str(path) == "-":
+        if resume_at is not None:
+            raise UserError("standard output (-) cannot be continued; write to a file to resume")
+        return sys.stdout
+    writable_target(path)
+    try:
+        if resume_at is None:
+            return open(path, "w", encoding="utf-8", newline="")
+        size = os.path.getsize(path)
+        if not 0 <= resume_at <= size:
+            raise UserError(f"{path}: cannot continue at byte {resume_at:,}; the file has {size:,} bytes")
+        os.truncate(path, resume_at)
+        return open(path, "a", encoding="utf-8", newline="")
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file to continue") from None
+    except OSError as err:
+        raise UserError(f"{path}: cannot write here ({err.strerror or err})") from None
+
+
+class TextWriter(Writer):
+    """A UTF-8 text file or standard output."""
+
+    def __init__(self, path: str | Path, resume_at: int | None):
+        self.to_stdout = str(path) == "-"
+        self.handle = open_text(path, resume_at)
+
+    def flush(self) -> int:
+        self.handle.flush()
+        if self.to_stdout:
+            return 0
+        with contextlib.suppress(OSError):  # a pipe or a device cannot be synced
+            os.fsync(self.handle.fileno())
+        return os.fstat(self.handle.fileno()).st_size
+
+    def close(self) -> None:
+        if self.to_stdout:
+            self.handle.flush()
+        else:
+            self.handle.close()
+
+
+class JsonLinesWriter(TextWriter):
+    def write(self, outputs: list[Output]) -> None:
+        self.handle.writelines(map(prediction_line, outputs))
+
+
+class EraserWriter(TextWriter):
+    """ERASER results lines; each output carries its scored document."""
+
+    def write(self, outputs: list[Output]) -> None:
+        from rationale_cli.evaluation.predictions_file import results_line
+
+        self.handle.writelines(to_json_line(results_line(out.scored, out.record.docid or out.record.id))
+                               for out in outputs)
+
+
+class CsvWriter(TextWriter):
+    """CSV rows (the csv module's default dialect); a continued file keeps its header."""
+
+    def __init__(self, path: str | Path, resume_at: int | None):
+        super().__init__(path, resume_at)
+        self.columns = csv_header(path) if resume_at else None
+        self.rows = csv.writer(self.handle)
+
+    def write(self, outputs: list[Output]) -> None:
+        results = [Rationale.of(output) for output in outputs]
+        if not results:
+            return
+        if self.columns is None:
+            self.columns = csv_columns(results)
+            self.rows.writerow(self.columns)
+        self.rows.writerows([row.get(name, "") for name in self.columns] for row in map(csv_row, results))
+
+
+def csv_header(path: str | Path) -> list[str]:
+    with open(path, encoding="utf-8", newline="") as handle:
+        return next(csv.reader(handle), [])
+
+
+def csv_columns(results: list[Rationale]) -> list[str]:
+    """The CSV columns: probabilities for classification, label when the batch has labels."""
+    left_out = set()
+    if results[0].probabilities is None:
+        left_out.add("probabilities")
+    if all(result.label is None for result in results):
+        left_out.add("label")
+    return [name for name in CSV_COLUMNS if name not in left_out]
+
+
+def csv_row(result: Rationale) -> dict:
+    return {
+        "id": result.id,
+        "prediction": result.prediction,
+        "probabilities": "" if result.probabilities is None else json_text(result.probabilities),
+        "label": "" if result.label is None else result.label,
+        "rationale": result.rationale_text,
+        "spans": json_text(result.spans),
+        "char_spans": "" if result.char_spans is None else json_text(result.char_spans),
+        "token_scores": json_text(result.scores),
+    }
+
+
+def import_pyarrow(needed_by: str = "--out ...parquet"):
+    """The pyarrow module (with pyarrow.parquet), or one line saying how to install it."""
+    try:
+        import pyarrow
+        import pyarrow.parquet
+    except ImportError:
+        raise UserError(f"{needed_by} needs pyarrow: pip install 'rationale-cli[scale]'") from None
+    return pyarrow
+
+
+def parquet_schema(pa, classification: bool):
+    """The columns of a Parquet output; prediction and label are strings for a
+    classification run and float64 for a regression run, probabilities (JSON text)
+    are for classification only; ``pa`` is the pyarrow module."""
+    value, spans = (pa.string() if classification else pa.float64()), pa.list_(pa.list_(pa.int32()))
+    fields = [("id", pa.string()), ("prediction", value)]
+    if classification:
+        fields.append(("probabilities", pa.string()))
+    fields += [("label", value), ("rationale", spans), ("char_spans", spans), ("rationale_text", pa.string()),
+               ("selected_tokens", pa.list_(pa.string())), ("token_scores", pa.list_(pa.float32()))]
+    return pa.schema(fields)
+
+
+def table_row(result: Rationale) -> dict:
+    """One document as a row of the :func:`parquet_schema` columns."""
+    probabilities = None if result.probabilities is None else json_text(result.probabilities)
+    return {**result.to_dict(), "probabilities": probabilities, "rationale_text": result.rationale_text}
+
+
+def typed_label(result: Rationale, classification: bool) -> float | str | None:
+    """The label in the type of the model's predictions."""
+    if result.label is None or classification:
+        return None if result.label is None else str(result.label)
+    if isinstance(result.label, str):
+        raise UserError(f"document {result.id}: label {result.label!r} is a class name, but this model "
+                        "predicts scores; a Parquet output holds labels of the predictions' kind")
+    return float(result.label)
+
+
+class ParquetOutput(Writer):
+    """A Parquet file, under a temporary name beside ``path`` until :meth:`close`."""
+
+    def __init__(self, path: str | Path, resume_at: int | None):
+        if str(path) == "-":
+            raise UserError("a Parquet output needs a file name, not standard output (-)")
+        if resume_at is not None:
+            raise UserError(f"{path}: a Parquet output cannot be continued; start it again from the beginning")
+        self.pa = import_pyarrow()
+        self.table = None  # the pyarrow ParquetWriter, made when the first batch shows the task
+        with ExitStack() as files:
+            self.handle = files.enter_context(open(files.enter_context(atomic_path(path)), "wb"))
+            self.files = files.pop_all()
+
+    def start(self, classification: bool):
+        if self.table is None:
+            self.table = self.pa.parquet.ParquetWriter(self.handle, parquet_schema(self.pa, classification))
+        return self.table
+
+    def write(self, outputs: list[Output]) -> None:
+        results = [Rationale.of(output) for output in outputs]
+        if not results:
+            return
+        classification = isinstance(results[0].prediction, str)
+        rows = [{**table_row(result), "label": typed_label(result, classification)} for result in results]
+        table = self.start(classification)
+        table.write_table(self.pa.Table.from_pylist(rows, schema=table.schema))
+
+    def flush(self) -> int:
+        """The bytes written so far, synced (the file is complete only after :meth:`close`)."""
+        self.handle.flush()
+        os.fsync(self.handle.fileno())
+        return os.fstat(self.handle.fileno()).st_size
+
+    def close(self) -> None:
+        """Write the footer (with no documents: a regression run's columns) and rename the file."""
+        with self.files:  # an error removes the temporary file
+            self.start(False).close()
+
+    def __exit__(self, kind, error, trace) -> None:
+        if error is None:
+            self.close()
+            return
+        if self.table is not None:
+            with contextlib.suppress(Exception):
+                self.table.close()
+        self.files.__exit__(kind, error, trace)
+
+
+WRITERS = {"jsonl": JsonLinesWriter, "csv": CsvWriter, "parquet": ParquetOutput, "eraser": EraserWriter}

@@ -1,0 +1,256 @@
+"""Training options: defaults, a TOML config file, the command line (which wins).
+
+Every option is declared once (:func:`models.options.option`): the training
+options here, each extractor's own in its selector module. The command line's
+flags, the TOML keys, the configuration saved in a run directory and the checks
+all come from those declarations, through one path (:func:`from_values`), so a
+value out of range or an option the chosen extractor does not take is one clear
+error before anything is written. The resolved configuration is all that is
+needed to rebuild the model when it is loaded again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from models.architectures import ARCHITECTURES
+from models.options import OptionError, Options, Spec, flag_of, option, specs
+from models.selectors import SELECTORS, all_option_specs, selector_class
+from rationale_cli.runtime.devices import DEVICE_NAME
+from rationale_cli.runtime.errors import UserError
+from rationale_cli.runs.keep import Keep
+from rationale_cli.data.readers import FORMATS
+
+DATA, MODEL, TRAINING = "Data", "Model", "Training"
+# old names of --budget, kept for one release: a share, and a token count
+ALIASES = {"selection": float, "k": int}
+# extractors whose old config held their size in ``k`` (the others in ``selection``)
+COUNTED = ("simple", "topk", "corr-topk")
+
+
+@dataclass
+class TrainConfig:
+    data: str = option("", "Training data: a file, an ERASER folder, or 'demo'.", panel=DATA,
+                       default_text="none: give it here or as data = ... in --config")
+    format: str = option("auto", "Input format.", choices=FORMATS, panel=DATA)
+    aspect: int | None = option(None, "Beer aspect: 0 appearance, 1 aroma, 2 palate, 3 taste, 4 overall.",
+                                low=0, high=4, default_text="N of reviews.aspectN", panel=DATA)
+    valid: str | None = option(None, "Validation data.", default_text="the data's own split, else a share "
+                               "of the training data", panel=DATA)
+    valid_fraction: float = option(0.1, "Share held out for validation when --valid is not given.", above=0.0,
+                                   high=0.9, panel=DATA)
+    task: str = option("auto", "auto (numbers: regression, strings: classification), regression or "
+                       "classification.", choices=("auto", "regression", "classification"), panel=DATA)
+    text_col: str = option("text", "CSV/TSV text column.", panel=DATA)
+    label_col: str = option("label", "CSV/TSV label column.", panel=DATA)
+    query: bool = option(True, "Let the model read each document's query (ERASER's BoolQ, FEVER, MultiRC, "
+                         "CoS-E): after the document and a [SEP] token, never selected.", negative="--no-query",
+                         panel=DATA)
+    extractor: str = option("hardkuma", "Rationale extractor (see the list below).", choices=SELECTORS,
+                            panel=MODEL)
+    encoder: str | None = option(None, "Architecture (selector and predictor encoders).", choices=ARCHITECTURES,
+                                 default_text="the extractor's paper's: l2x for simple, sst-complex for "
+                                 "topk and corr-topk, rcnn otherwise", panel=MODEL)
+    embeddings: str | None = option(None, "Pretrained word vectors, GloVe or word2vec text (.gz too).",
+                                    panel=MODEL)
+    embedding_dim: int = option(200, "Embedding size without --embeddings.", low=1, panel=MODEL)
+    fix_embeddings: bool | None = option(None, "Keep the embeddings fixed.", negative="--train-embeddings",
+                                         default_text="fixed with --embeddings, trained without",
+                                         panel=MODEL)
+    hidden_size: int = option(200, "Encoder hidden size per direction (filters for convolutions).", low=1,
+                              panel=MODEL)
+    dropout: float = option(0.1, "Dropout.", low=0.0, high=0.9, panel=MODEL)
+    min_freq: int = option(1, "Minimum token frequency for the vocabulary.", low=1, panel=MODEL)
+    max_vocab: int | None = option(None, "Maximum vocabulary size.", low=2, default_text="unlimited",
+                                   panel=MODEL)
+    epochs: int = option(20, "Maximum epochs.", low=1, panel=TRAINING)
+    batch_size: int = option(256, "Batch size.", low=1, panel=TRAINING)
+    lr: float = option(4e-4, "Adam learning rate.", above=0.0, panel=TRAINING)
+    weight_decay: float = option(1e-6, "Weight decay.", low=0.0, panel=TRAINING)
+    lr_decay: float = option(1.0, "Multiply the learning rate by this when validation loss does not improve "
+                             "(1: off).", above=0.0, high=1.0, panel=TRAINING)
+    lr_final: float = option(1.0, "Decay the learning rate linearly, update by update, to this multiple of --lr "
+                             "over --lr-decay-epochs, then hold it (the schedule of Paulus et al., 2020, "
+                             "appendix D.6; 1: off).", above=0.0, high=1.0, panel=TRAINING)
+    lr_decay_epochs: int | None = option(None, "Epochs of the linear decay to --lr-final.", low=1,
+                                         default_text="all --epochs", panel=TRAINING)
+    clip: float = option(5.0, "Gradient norm clipping, 0 = off.", low=0.0, panel=TRAINING)
+    patience: int = option(5, "Early stopping after this many epochs without improvement, 0 = off.", low=0,
+                           panel=TRAINING)
+    keep: str = option("best-loss", "The epoch whose weights are kept: best-loss (lowest validation loss) or "
+                       "best-loss-at-rate (the lowest among epochs whose decoded validation selection rate is "
+                       "within --rate-tolerance of the --budget target; extractors that hold a rate).",
+                       choices=("best-loss", "best-loss-at-rate"), panel=TRAINING)
+    rate_tolerance: float = option(0.02, "How far from the target (a share: 0.02 = 2 points) a kept epoch's "
+                                   "validation rate may be, with --keep best-loss-at-rate.", low=0.0, high=1.0,
+                                   panel=TRAINING)
+    save_epochs: bool = option(False, "Also keep every epoch's weights, in epochs/epoch-N.safetensors of the run "
+                               "directory (each as large as model.safetensors), for `evaluate --epoch N`.",
+                               negative="--no-save-epochs", panel=TRAINING)
+    time_limit: float = option(0.0, "Minutes of training at most: no epoch is started that the slowest one "
+                               "so far says would end later, 0 = off.", low=0.0, panel=TRAINING)
+    seed: int = option(0, "Random seed.", low=0, panel=TRAINING)
+    device: str = option("auto", "auto, cpu, cuda or cuda:N.", panel=TRAINING)
+    options: Options | None = None  # the extractor's own, declared by its selector
+
+    def __post_init__(self) -> None:
+        cls = selector_class(self.extractor)
+        if self.encoder is None:
+            self.encoder = cls.default_encoder
+        if self.fix_embeddings is None:
+            self.fix_embeddings = bool(self.embeddings)
+        if self.options is None:
+            self.options = cls.Options()
+
+    def rate_target(self) -> float | None:
+        """The selection rate the extractor holds in training (a share), else None."""
+        spec = specs(type(self.options)).get("budget")
+        budget = getattr(self.options, "budget", None)
+        holds = spec is not None and (spec.role or "").startswith("target held in training") and (
+            spec.requires is None or getattr(self.options, spec.requires))
+        return budget.share if holds and budget.share is not None else None
+
+    def keep_rule(self):
+        """The rule choosing the kept epoch (:class:`rationale_cli.runs.keep.Keep`)."""
+        return Keep() if self.keep == "best-loss" else Keep(self.rate_target(), self.rate_tolerance)
+
+    def extractor_options(self) -> dict[str, Any]:
+        """The extractor's options, for :func:`models.selectors.build_selector`."""
+        return {name: getattr(self.options, name) for name in specs(type(self.options))}
+
+    def to_dict(self, processes: int = 1) -> dict[str, Any]:
+        """Every training option and the extractor's own options, JSON-ready (the saved
+        config); for a run on several processes, their number and the effective batch."""
+        general = {spec.name: getattr(self, spec.name) for spec in TRAIN_SPECS.values()}
+        run = {"processes": processes, "effective_batch_size": self.batch_size * processes} if processes > 1 else {}
+        return {**general, **self.options.to_dict(), **run}
+
+
+TRAIN_SPECS: dict[str, Spec] = specs(TrainConfig)
+# what a saved config says of how the run was trained, beside its options
+RUN_FACTS = ("processes", "effective_batch_size")
+
+
+def known_options() -> list[str]:
+    return [*TRAIN_SPECS, *all_option_specs()]
+
+
+def check_known(values: dict[str, Any], source: str) -> None:
+    """One error line for a name that no option has."""
+    unknown = sorted(set(values) - set(known_options()))
+    if unknown:
+        known = ", ".join(map(flag_of, known_options()))
+        raise UserError(f"{source}unknown option {flag_of(unknown[0])}; known: {known}")
+
+
+def from_values(values: dict[str, Any], given: set[str] | None = None, ranges: bool = True) -> TrainConfig:
+    """The one path from option values to a configuration: values of the declared type
+    and range, extractor options declared by the chosen extractor, and ``given`` (what a
+    user gave) not needing an option that is off; an :class:`OptionError` otherwise.
+    ``ranges=False`` leaves the training options' ranges unchecked (a saved run's, which
+    only matter for training it)."""
+    check_known(values, "")
+    general = {name: TRAIN_SPECS[name].check(value, ranges) for name, value in values.items()
+               if name in TRAIN_SPECS}
+    if not DEVICE_NAME.fullmatch(general.get("device", "auto")):
+        raise OptionError("device", general["device"], "auto, cpu, cuda or cuda:N")
+    extractor = general.get("extractor", TRAIN_SPECS["extractor"].default)
+    own = {name: value for name, value in values.items() if name not in TRAIN_SPECS}
+    try:
+        options = selector_class(extractor).Options.create(own, given=set(given or ()) & set(own))
+    except OptionError as err:
+        raise err.of(extractor) from None
+    config = TrainConfig(**general, options=options)
+    if config.keep == "best-loss-at-rate" and config.rate_target() is None:
+        raise OptionError("keep", config.keep, "best-loss (best-loss-at-rate needs a selection rate held in "
+                          "training: a share as --budget, and --lagrangian for bernoulli)", extractor=extractor)
+    return config
+
+
+def with_aliases(values: dict[str, Any]) -> dict[str, Any]:
+    """``selection`` (a share) and ``k`` (a count) as ``budget``; more than one is refused."""
+    named = [name for name in ("budget", *ALIASES) if values.get(name) is not None]
+    if len(named) > 1:
+        raise UserError(f"{' and '.join(map(flag_of, named))} both set the rationale's size; give --budget alone")
+    out = {k: v for k, v in values.items() if k not in ALIASES}
+    for name, kind in ALIASES.items():
+        value = values.get(name)
+        if value is None:
+            continue
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if kind is int and number and value != int(value):
+            raise UserError(f"{flag_of(name)} {value}: expected a whole number of tokens")
+        out["budget"] = kind(value) if number else value
+    return out
+
+
+def load_toml(path: str | Path) -> dict[str, Any]:
+    """Options from a TOML file: top-level keys, or a ``[train]`` table; dashes allowed in keys."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{path}: config file not found") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        raise UserError(f"{path}: not valid TOML ({err})") from None
+    data = data.get("train", data)
+    return {key.replace("-", "_"): value for key, value in data.items()}
+
+
+def resolve(config_file: str | Path | None, cli: dict[str, Any]) -> TrainConfig:
+    """Defaults, then the config file, then every command-line option that was given;
+    an error names the config file when the value came from there."""
+    from_file = with_aliases(load_toml(config_file)) if config_file is not None else {}
+    check_known(from_file, f"{config_file}: ")
+    from_cli = with_aliases({k: v for k, v in cli.items() if v is not None})
+    values = {**from_file, **from_cli}
+    try:
+        return from_values(values, given=set(values))
+    except OptionError as err:
+        where = f"{config_file}: " if err.name in from_file and err.name not in from_cli else ""
+        old = [flag_of(name) for name in ALIASES if cli.get(name) is not None]
+        said = f" (given as {old[0]})" if err.name == "budget" and old else ""
+        raise UserError(f"{where}{err}{said}") from None
+
+
+def from_saved(data: dict[str, Any], source: str) -> TrainConfig:
+    """The configuration saved in a run directory. Runs saved before ``budget`` held every
+    extractor's options and the size as ``selection`` or ``k``: the chosen extractor's
+    are kept (the others were never used) and the size becomes its budget. ``RUN_FACTS``
+    are not options: they are left out."""
+    data = {k: v for k, v in data.items() if k not in RUN_FACTS}
+    data.setdefault("query", False)  # runs saved before queries were read did not read them
+    if "budget" not in data and isinstance(data.get("extractor"), str) and data["extractor"] in SELECTORS:
+        extractor = data["extractor"]
+        own = specs(selector_class(extractor).Options)
+        size = data.get("k", 10) if extractor in COUNTED else data.get("selection", 0.13)
+        data = {k: v for k, v in data.items() if k in TRAIN_SPECS or k in own}
+        if "budget" in own:
+            data["budget"] = size
+    try:
+        return from_values(data, ranges=False)
+    except (OptionError, UserError) as err:
+        raise UserError(f"{source}: {err}") from None
+
+
+RESUMABLE = ("data", "format", "aspect", "valid", "valid_fraction", "text_col", "label_col",
+             "epochs", "time_limit", "patience", "device")
+
+
+def resume_config(saved: dict[str, Any], cli: dict[str, Any], source: str) -> TrainConfig:
+    """A run's saved options, with the few that may change when it goes on (``RESUMABLE``:
+    where the data is read from, how long to train, the device) taken from the command line."""
+    given = {k: v for k, v in cli.items() if v is not None}
+    fixed = sorted(set(given) - set(RESUMABLE))
+    if fixed:
+        names = ", ".join(map(flag_of, fixed))
+        raise UserError(f"--resume goes on with the run's own options; it cannot change {names}")
+    config = from_saved(saved, source)
+    try:
+        return dataclasses.replace(config, **{k: TRAIN_SPECS[k].check(v) for k, v in given.items()})
+    except OptionError as err:
+        raise UserError(str(err)) from None

@@ -1,0 +1,157 @@
+"""Run directories: everything needed to use a trained model, and nothing that unpickles code.
+
+``model.safetensors`` (weights), ``config.json`` (the resolved training options),
+``vocab.json``, ``task.json`` (task and labels), ``metrics.json`` and
+``versions.json``. Every file is written atomically, so an interrupted run never
+leaves a broken model file behind.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from rationale_cli import __version__
+from rationale_cli.runtime.atomic import atomic_path, write_text_atomic
+from rationale_cli.runs.config import TrainConfig, from_saved
+from rationale_cli.runtime.errors import UserError
+from rationale_cli.output.prediction import finite
+from rationale_cli.runs.task import Task, task_from_dict
+from rationale_cli.data.vocab import Vocab
+from models.model import RationaleModel
+
+FORMAT_VERSION = 1
+WEIGHTS = "model.safetensors"
+FILES = (WEIGHTS, "config.json", "vocab.json", "task.json", "versions.json")
+
+
+def write_json(path: Path, data) -> None:
+    """``data`` as JSON, atomically; a non-finite number is written as null, never NaN."""
+    write_text_atomic(path, json.dumps(finite(data), indent=2, allow_nan=False) + "\n")
+
+
+def versions() -> dict:
+    return {
+        "format_version": FORMAT_VERSION,
+        "rationale_cli": __version__,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+    }
+
+
+def build_model(config: TrainConfig, vocab_size: int, task: Task, embeddings=None, selector=None) -> RationaleModel:
+    """The model ``config`` describes; ``selector`` (a Selector subclass or instance) replaces its extractor."""
+    return RationaleModel(
+        vocab_size,
+        config.embedding_dim,
+        config.hidden_size,
+        task.outputs,
+        encoder=config.encoder,
+        extractor=config.extractor if selector is None else selector,
+        extractor_options=config.extractor_options() if selector is None else None,
+        dropout=config.dropout,
+        embeddings=embeddings,
+        freeze_embeddings=config.fix_embeddings,
+    )
+
+
+def epoch_weights(run: Path, epoch: int) -> Path:
+    """Where ``train --save-epochs`` keeps the weights of ``epoch``."""
+    return run / "epochs" / f"epoch-{epoch}.safetensors"
+
+
+def save_weights(out: Path, model: RationaleModel, epoch: int | None = None) -> None:
+    """The model's weights as the run's kept weights, or as those of ``epoch``."""
+    state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    path = out / WEIGHTS if epoch is None else epoch_weights(out, epoch)
+    path.parent.mkdir(exist_ok=True)
+    with atomic_path(path) as tmp:
+        save_file(state, str(tmp))
+
+
+def save_run(out: Path, config: TrainConfig, vocab: Vocab, task: Task, processes: int = 1) -> None:
+    """Everything but the weights and metrics (written as training goes); ``processes``:
+    how many trained the run (see :meth:`TrainConfig.to_dict`)."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UserError(f"{out}: cannot create the run directory ({err.strerror})") from None
+    write_json(out / "config.json", config.to_dict(processes))
+    vocab.save(out / "vocab.json")
+    write_json(out / "task.json", task.to_dict())
+    write_json(out / "versions.json", versions())
+
+
+@dataclass
+class Run:
+    path: Path
+    config: TrainConfig
+    vocab: Vocab
+    task: Task
+    model: RationaleModel
+
+
+def read_json(path: Path, kind: type = dict):
+    """A run directory's JSON file, which must hold a ``kind`` (an object by default)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise UserError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not UTF-8 text; expected the JSON file `rationale train` wrote") from None
+    if not isinstance(data, kind):
+        raise UserError(f"{path}: expected a JSON {'object' if kind is dict else kind.__name__}, "
+                        f"found {type(data).__name__}")
+    return data
+
+
+def require_run_files(path: Path) -> None:
+    """One clear error unless ``path`` is a folder holding every file of a run."""
+    if not path.is_dir():
+        raise UserError(f"{path}: not a run directory (expected a folder made by `rationale train`)")
+    missing = [name for name in FILES if not (path / name).is_file()]
+    if missing:
+        raise UserError(f"{path}: incomplete run directory, missing {', '.join(missing)}")
+
+
+def load_run(path: str | Path, device: str | torch.device = "cpu", epoch: int | None = None) -> Run:
+    """Load a run directory, checking its version and that weights match the config; with
+    ``epoch``, the weights of that epoch (kept by ``train --save-epochs``) instead of the kept ones."""
+    path = Path(path)
+    require_run_files(path)
+    weights = path / WEIGHTS if epoch is None else epoch_weights(path, epoch)
+    if not weights.is_file():
+        saved = sorted(int(p.stem.split("-")[1]) for p in (path / "epochs").glob("epoch-*.safetensors"))
+        raise UserError(f"{path}: no weights of epoch {epoch}; " + (
+            f"the run kept epochs {', '.join(map(str, saved))}" if saved else
+            "the run was trained without --save-epochs"))
+    found = read_json(path / "versions.json").get("format_version")
+    if found != FORMAT_VERSION:
+        raise UserError(
+            f"{path / 'versions.json'}: run format version {found}, this rationale-cli reads version {FORMAT_VERSION}"
+        )
+    config = from_saved(read_json(path / "config.json"), str(path / "config.json"))
+    vocab = Vocab.load(path / "vocab.json")
+    task = task_from_dict(read_json(path / "task.json"), str(path / "task.json"))
+    try:
+        model = build_model(config, len(vocab), task)
+    except ValueError as err:
+        raise UserError(f"{path / 'config.json'}: {err}") from None
+    try:
+        state = load_file(str(weights))
+    except (SafetensorError, OSError) as err:
+        raise UserError(f"{weights}: unreadable weights ({err})") from None
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as err:
+        first = str(err).splitlines()[0]
+        detail = next((ln.strip() for ln in str(err).splitlines()[1:] if ln.strip()), "")
+        raise UserError(f"{weights}: weights do not match config.json ({first} {detail})") from None
+    model.to(device).eval()
+    return Run(path, config, vocab, task, model)

@@ -1,0 +1,129 @@
+"""Atomic file writes: an interrupted write never leaves a broken or half-written file.
+
+Output goes to a temporary file in the target's own directory (so the final
+``os.replace`` is a rename on one file system, atomic on POSIX and Windows) and
+replaces the target only once it is complete. On an exception the temporary
+file is deleted and an existing target is left as it was. Only regular files are
+replaced: a symbolic link is followed to its target (which is then replaced), and
+a character device or a named pipe (``/dev/stdout``, a fifo) is written through.
+A path that cannot be written (a missing or read-only folder, a folder given as
+the file) is a :class:`~rationale_cli.runtime.errors.UserError` before anything is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import stat
+import sys
+from pathlib import Path
+from typing import Iterator, TextIO
+
+from rationale_cli.runtime.errors import UserError
+
+__all__ = ["atomic_path", "text_output", "writable_target", "write_text_atomic"]
+
+
+def _create_temp(target: Path) -> Path:
+    """Create an empty, unique temporary file next to ``target``.
+
+    Created with mode 0o666 minus the umask (as ``open`` would), not the 0o600
+    of ``tempfile.mkstemp``, so the final file gets ordinary permissions.
+    """
+    while True:
+        tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+        try:
+            fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
+        except FileExistsError:
+            continue
+        os.close(fd)
+        return tmp
+
+
+def _fsync(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def writable_target(path: str | os.PathLike) -> Path | None:
+    """The regular file that writing ``path`` creates or replaces (a link's target), or
+    None for a device or a pipe, which are written through; a
+    :class:`~rationale_cli.runtime.errors.UserError` where nothing can be written. Commands call
+    it before their work, so that a bad output path costs nothing."""
+    try:
+        found = os.stat(path)  # through symbolic links
+    except FileNotFoundError:
+        found = None
+    except OSError as err:
+        raise UserError(f"{path}: cannot write here ({err.strerror})") from None
+    if found is not None and stat.S_ISDIR(found.st_mode):
+        raise UserError(f"{path}: is a folder; expected a file name to write")
+    if found is not None and not stat.S_ISREG(found.st_mode):
+        return None
+    target = Path(os.path.realpath(path))
+    if not target.parent.is_dir():
+        raise UserError(f"{path}: cannot write here (no such folder: {target.parent})")
+    if not os.access(target.parent, os.W_OK):
+        raise UserError(f"{path}: cannot write here (no permission to write in {target.parent})")
+    return target
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path next to ``path``; on success it replaces ``path``.
+
+    Write the whole output to the yielded path (it exists, empty). When the
+    block ends normally the file is flushed to disk and ``os.replace``-d onto
+    ``path`` with the permissions of a newly created file, whatever the writer
+    did to them; when it raises (KeyboardInterrupt included), the temporary file
+    is deleted and ``path`` is untouched. The directory of ``path`` must exist.
+
+        with atomic_path(run_dir / "model.safetensors") as tmp:
+            save_file(tensors, tmp)
+    """
+    target = writable_target(path)
+    if target is None:
+        yield Path(path)  # a device or a pipe: written through, nothing to replace
+        return
+    try:
+        tmp = _create_temp(target)
+    except OSError as err:
+        raise UserError(f"{path}: cannot write here ({err.strerror or err})") from None
+    mode = tmp.stat().st_mode & 0o777
+    try:
+        yield tmp
+        if tmp.stat().st_mode & 0o777 != mode:  # a writer that replaced the file (safetensors does)
+            os.chmod(tmp, mode)
+        _fsync(tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+@contextlib.contextmanager
+def text_output(path: str | os.PathLike) -> Iterator[TextIO]:
+    """A text handle on ``path``, written atomically (:func:`atomic_path`); ``-`` is
+    standard output."""
+    if str(path) == "-":
+        yield sys.stdout
+        sys.stdout.flush()
+        return
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as handle:
+        yield handle
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (see :func:`atomic_path`), or to standard output for ``-``."""
+    with text_output(path) as handle:
+        handle.write(text)

@@ -1,0 +1,69 @@
+"""An exclusive lock on a run directory, so that two trainings never write into one.
+
+The lock is an advisory ``flock`` on a file beside the run directory,
+``.NAME.lock`` (NAME of the resolved path, so a symbolic link and its target share
+it), holding the holder's process id and host for the message a second training
+gets. The operating system releases the lock when its process ends however it ends
+(SIGKILL, a crash), so a lock left behind is never stale; the file is removed when
+training ends normally.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import socket
+from pathlib import Path
+from typing import Iterator
+
+from rationale_cli.runtime.errors import UserError
+
+
+def lock_path(out: Path) -> Path:
+    out = out.resolve()
+    return out.parent / f".{out.name}.lock"
+
+
+def holder(path: Path) -> str:
+    """Who holds the lock, as its file says."""
+    try:
+        pid, host = path.read_text(encoding="utf-8").split(maxsplit=1)
+        return f"process {int(pid)} on {host.strip()}"
+    except (OSError, ValueError):
+        return "another process"
+
+
+@contextlib.contextmanager
+def run_lock(out: Path) -> Iterator[None]:
+    """Hold the lock on run directory ``out`` for the duration of the block."""
+    path = lock_path(out)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UserError(f"{out}: cannot create the run directory here ({err.strerror})") from None
+    while True:
+        try:
+            handle = open(path, "a+", encoding="utf-8")
+        except OSError as err:
+            raise UserError(f"{out}: cannot create the run directory here ({err.strerror})") from None
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            raise UserError(f"{out}: another training is writing this run ({holder(path)})") from None
+        try:  # the file may have been removed by the holder that just let go: lock the one now there
+            if os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        handle.close()
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"{os.getpid()} {socket.gethostname()}\n")
+    handle.flush()
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)  # while still held, so no one locks a file about to vanish
+        handle.close()

@@ -1,0 +1,203 @@
+"""A training run from its configuration: the data, the vocabulary, task and model, then
+:func:`rationale_cli.training.loop.fit` with the callbacks the run asks for (its directory, a
+console, a time limit). ``rationale train`` and :func:`rationale_cli.api.train` both
+come here; with no directory and no console nothing is written or printed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import torch
+from rich.console import Console
+
+from rationale_cli.data import sources
+from rationale_cli.data.batching import model_tokens
+from rationale_cli.training.callbacks import ConsoleReport, RunDirectory, TimeLimit
+from rationale_cli.training.checkpoint import RESUME, data_fingerprint, load_checkpoint
+from rationale_cli.runs.config import TrainConfig
+from rationale_cli.runtime.devices import resolve_device
+from rationale_cli.training.distributed import local_device, rank
+from rationale_cli.runtime.errors import UserError
+from rationale_cli.training.loop import Callback, Diverged, FitState, fit
+from rationale_cli.data.records import Record
+from rationale_cli.runs.run_directory import WEIGHTS, build_model, load_run, read_json, save_run, write_json
+from rationale_cli.runs.task import Task, infer_task
+from rationale_cli.data.vectors import load_vectors
+from rationale_cli.data.vocab import Vocab
+from models.model import RationaleModel
+from models.ranks import world_size
+
+
+def split_validation(records: list[Record], fraction: float) -> tuple[list[Record], list[Record]]:
+    """A random ``fraction`` of the training records held out for validation: a fixed
+    shuffle, so every seed and extractor sees the same split."""
+    order = list(records)
+    random.Random(0).shuffle(order)
+    n_valid = max(1, int(round(len(order) * fraction)))
+    return order[n_valid:], order[:n_valid]
+
+
+def training_data(config: TrainConfig) -> tuple[list[Record], list[Record]]:
+    """The training and validation documents: ``valid`` when given, else the data's own
+    validation split (demo, ERASER), else a held-out share of the training data."""
+    reader = dict(fmt=config.format, aspect=config.aspect, text_col=config.text_col, label_col=config.label_col,
+                  query=config.query)
+    train = sources.load(config.data, "train", **reader)
+    if config.valid:
+        return train, sources.load(config.valid, "valid", **reader)
+    if sources.has_own_validation(config.data, config.format):
+        return train, sources.load(config.data, "valid", **reader)
+    return split_validation(train, config.valid_fraction)
+
+
+@dataclass
+class Trained:
+    """A trained model with what it needs to be used, and how training went."""
+
+    config: TrainConfig
+    vocab: Vocab
+    task: Task
+    model: RationaleModel
+    state: FitState
+
+    @property
+    def metrics(self) -> dict:
+        return self.state.metrics()
+
+
+def new_model(config: TrainConfig, train: list[Record], valid: list[Record], console: Console | None,
+              device: torch.device, selector=None) -> tuple[TrainConfig, Vocab, Task, RationaleModel]:
+    """The task (every label checked), vocabulary and a new model (with ``selector`` as its
+    extractor when given); the configuration returned holds the dimension of the
+    ``embeddings`` when they were given."""
+    task = infer_task([r.label for r in train], config.task)
+    task.targets(train)
+    task.targets(valid)
+    vocab = Vocab.build((model_tokens(r) for r in train), min_freq=config.min_freq, max_size=config.max_vocab)
+    vectors = None
+    if config.embeddings:
+        vectors, info = load_vectors(config.embeddings, vocab)
+        config = dataclasses.replace(config, embedding_dim=info["dim"])
+        if console is not None:
+            console.print(f"embeddings: {info['found']:,} of {info['vocab']:,} vocabulary words found "
+                          f"({100 * info['coverage']:.1f}%), dimension {info['dim']}", highlight=False)
+    try:
+        model = build_model(config, len(vocab), task, vectors, selector).to(device)
+    except ValueError as err:
+        raise UserError(f"--extractor {config.extractor} --encoder {config.encoder}: {err}") from None
+    return config, vocab, task, model
+
+
+def start_run_directory(out: Path, config: TrainConfig, vocab: Vocab, task: Task) -> None:
+    """Everything of a new run directory but the weights and metrics; the files of a run it
+    replaces are removed, so none of them can be mixed with these."""
+    for name in (WEIGHTS, RESUME, "metrics.json"):
+        (out / name).unlink(missing_ok=True)
+    save_run(out, config, vocab, task, world_size())
+
+
+def resume_state(out: Path, config: TrainConfig, model: RationaleModel, optimizer, rng: random.Random,
+                 device: torch.device, fingerprint: str) -> FitState:
+    """The state saved after the last finished epoch of the run in ``out``, restored into
+    ``model``, ``optimizer`` and ``rng``; ``model`` must hold the run's best weights."""
+    trained_by = read_json(out / "config.json").get("processes", 1)
+    if trained_by != world_size():
+        raise UserError(f"{out}: trained on {trained_by} process(es); resume it on as many (now {world_size()})")
+    best_weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    saved = load_checkpoint(out, model, optimizer, rng, device, rank())
+    if saved["fingerprint"] != fingerprint:
+        raise UserError(f"{out}: the training or validation data differ from the ones this run was trained on")
+    if saved["epoch"] >= config.epochs:
+        raise UserError(f"{out}: already trained for {saved['epoch']} epochs; give --epochs more than "
+                        f"{saved['epoch']} to go on")
+    return FitState(epoch=saved["epoch"], history=saved["history"], best=saved["best"], stale=saved["stale"],
+                    train_seconds=saved["train_seconds"], best_weights=best_weights)
+
+
+def train_run(
+    config: TrainConfig,
+    train: list[Record],
+    valid: list[Record],
+    out: Path | None = None,
+    console: Console | None = None,
+    *,
+    resume: bool = False,
+    verbose: bool = False,
+    callbacks: Sequence[Callback] = (),
+    selector=None,
+) -> Trained:
+    """Train as ``config`` says. With ``out``, write the run directory as training goes
+    (with ``resume``, go on after the last epoch saved there, see ``checkpoint``); with
+    ``console``, report progress there (every training statistic with ``verbose``);
+    ``selector`` replaces the configured extractor (see :func:`new_model`). The model
+    returned holds its best epoch's weights. Every process of a distributed run calls
+    this (:mod:`rationale_cli.training.distributed`): rank 0 writes and reports."""
+    torch.manual_seed(config.seed)
+    rng = random.Random(config.seed)
+    device = local_device(resolve_device(config.device))
+    fingerprint = data_fingerprint(train, valid)
+    writer = rank() == 0  # rank 0 writes the run directory and reports
+    if resume:
+        loaded = load_run(out, device)
+        vocab, task, model = loaded.vocab, loaded.task, loaded.model
+    else:
+        config, vocab, task, model = new_model(config, train, valid, console if writer else None, device, selector)
+    if out is not None and writer and not resume:
+        start_run_directory(out, config, vocab, task)
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.Adam(params, lr=config.lr, weight_decay=config.weight_decay)
+    if world_size() > 1:  # the same initial weights everywhere, then each process's own random stream
+        torch.manual_seed(config.seed + rank() * 2**32)
+    state = resume_state(out, config, model, optimizer, rng, device, fingerprint) if resume else None
+    if resume and writer:
+        write_json(out / "config.json", config.to_dict(world_size()))
+    hooks = []
+    if writer and out is not None:
+        hooks.append(RunDirectory(out, fingerprint, config.save_epochs))
+    if writer and console is not None:
+        if state is not None:
+            console.print(f"resuming after epoch {state.epoch} (best so far: epoch {state.best['epoch']})",
+                          highlight=False)
+        processes = f", {world_size()} processes" if world_size() > 1 else ""
+        extractor = config.extractor if selector is None else getattr(selector, "__name__", type(selector).__name__)
+        console.print(f"training {extractor} extractor, {config.encoder} encoder, {task.name}: "
+                      f"{len(train):,} train / {len(valid):,} valid documents, vocabulary {len(vocab):,}, "
+                      f"{sum(p.numel() for p in params):,} trainable parameters, device {device}{processes}",
+                      highlight=False)
+        hooks.append(ConsoleReport(console, verbose))
+    if writer and config.time_limit > 0:
+        hooks.append(TimeLimit(config.time_limit))
+    try:
+        state = fit(model, vocab, task, train, valid, optimizer, epochs=config.epochs, batch_size=config.batch_size,
+                    clip=config.clip, lr_decay=config.lr_decay, lr_final=config.lr_final,
+                    lr_decay_epochs=config.lr_decay_epochs, patience=config.patience, keep=config.keep_rule(), rng=rng,
+                    callbacks=[*hooks, *callbacks], state=state)
+    except Diverged as err:
+        where = f"{out}: " if out is not None else ""
+        raise UserError(f"{where}training diverged at {err}, before any epoch finished, so no model was saved; "
+                        "try a lower --lr") from None
+    return Trained(config, vocab, task, model, state)
+
+
+def train_config(config: TrainConfig, out: Path | None = None, console: Console | None = None, *,
+                 force: bool = False, resume: bool = False, verbose: bool = False, selector=None) -> Trained:
+    """Read the data ``config`` names and train (:func:`train_run`); a run directory ``out``
+    is written holding its lock (by rank 0 of a distributed run), and never over a
+    trained run without ``force``."""
+    from rationale_cli.runtime.lock import run_lock
+
+    if out is None:
+        return train_run(config, *training_data(config), None, console, verbose=verbose, selector=selector)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{out}: is a file; --out names the run directory to create")
+    with run_lock(out) if rank() == 0 else contextlib.nullcontext():
+        if (out / WEIGHTS).exists() and not force and not resume:
+            raise UserError(f"{out}: a trained run is already there; choose another --out or pass --force")
+        return train_run(config, *training_data(config), out, console, resume=resume, verbose=verbose,
+                         selector=selector)
