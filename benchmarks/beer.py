@@ -33,22 +33,19 @@ import argparse
 import dataclasses
 import hashlib
 import json
-import shlex
 import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, append_result, device_name, git_commit, rationale  # noqa: E402
-from report import write_report  # noqa: E402
+from models.budget import Budget
+from models.selectors import option_specs
+from rationale_cli.data.readers import read_records
+from rationale_cli.runtime.devices import resolve_device
+from rationale_cli.training.trainer import split_validation
 
-sys.path.insert(0, str(ROOT))
-from cross_fit import cross_fit  # noqa: E402
-from models.budget import Budget  # noqa: E402
-from models.selectors import option_specs  # noqa: E402
-from rationale_cli.runtime.devices import resolve_device  # noqa: E402
-from rationale_cli.data.readers import read_records  # noqa: E402
-from rationale_cli.training.trainer import split_validation  # noqa: E402
+from common import append_result, device_name, git_commit, invocation, rationale, rationale_command
+from cross_fit import cross_fit
+from report import write_report
 
 
 def write_jsonl(records, path: Path) -> None:
@@ -106,7 +103,7 @@ def tuned_coherence(evaluate: tuple[str, ...], run: Path, decoding: str, costs: 
         command = (*evaluate, "--coherence", str(cost), "--json", str(run / f"test_metrics{name}.json"),
                    "--per-document", str(documents))
         if documents.is_file() and documents.stat().st_mtime > (run / "metrics.json").stat().st_mtime:
-            commands.append(shlex.join(["rationale", *command]))
+            commands.append(rationale_command(*command))
         else:
             commands.append(rationale(*command)[0])
         rows[cost] = [json.loads(line) for line in documents.read_text().splitlines()]
@@ -198,7 +195,7 @@ def main() -> None:
             if args.evaluate_only:
                 if not (run / "metrics.json").is_file():
                     sys.exit(f"{run}: no trained run there for --evaluate-only")
-                train_cmd = shlex.join(["rationale", *train_args])
+                train_cmd = rationale_command(*train_args)
                 seconds = json.loads((run / "metrics.json").read_text())["train_seconds"]
             else:
                 train_cmd, seconds = rationale(*train_args)
@@ -239,7 +236,7 @@ def main() -> None:
                 **{key: test.get("faithfulness", {}).get(key) for key in ("comprehensiveness", "sufficiency")},
                 "train_size": train_size, "vectors": f"{Path(vectors).name.split('.')[0]} {config['embedding_dim']}d",
                 "command": f"{train_cmd} && {eval_cmd}",
-                "script": shlex.join(["python", "benchmarks/beer.py", *sys.argv[1:]]), "commit": commit,
+                "script": invocation(), "commit": commit,
             })
     write_report()
 

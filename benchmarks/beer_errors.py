@@ -15,16 +15,10 @@ nothing.
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from rationale_cli.api import load  # noqa: E402
-from rationale_cli.data.readers.beer import iter_beer_annotations  # noqa: E402
-from rationale_cli.data.records import mask_to_spans  # noqa: E402
-
-ASPECTS = ["appearance", "aroma", "palate", "taste", "overall"]
-
+from rationale_cli.api import load
+from rationale_cli.data.readers.beer import ASPECTS, iter_beer_annotations
+from rationale_cli.data.records import mask_to_spans
 
 def false_positives(by_aspect: list[list], aspect: int, selections: list[list[int]]) -> dict:
     """Counts for one run: ``selected``, ``true`` (in the aspect's gold), per other aspect the

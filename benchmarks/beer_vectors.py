@@ -13,11 +13,9 @@ for them. Needs the ``vectors`` extra (gensim).
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.common import rationale  # noqa: E402
+from common import rationale
 
 
 def main() -> None:

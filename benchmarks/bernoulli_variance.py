@@ -17,21 +17,17 @@ batch first. ``--sparsity`` sets the cost per token (coherence twice that).
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 import torch
+from models.model import RationaleModel
+from rationale_cli.data.batching import make_batch
+from rationale_cli.data.sources import load
+from rationale_cli.data.vocab import Vocab
+from rationale_cli.runs.task import Regression
+from rationale_cli.training.loop import training_loss
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import append_result, git_commit  # noqa: E402
-from report import write_report  # noqa: E402
-from models.model import RationaleModel  # noqa: E402
-from rationale_cli.data.batching import make_batch  # noqa: E402
-from rationale_cli.data.sources import load  # noqa: E402
-from rationale_cli.runs.task import Regression  # noqa: E402
-from rationale_cli.training.loop import training_loss  # noqa: E402
-from rationale_cli.data.vocab import Vocab  # noqa: E402
+from common import append_result, git_commit, invocation
+from report import write_report
 
 BASELINES = ("none", "ema", "loo")
 
@@ -57,7 +53,7 @@ def main() -> None:
     records = load("demo", "train")[: args.batch]
     vocab = Vocab.build(r.tokens for r in load("demo", "train"))
     batch = make_batch(records, vocab, Regression())
-    command = " ".join(["python", "benchmarks/bernoulli_variance.py", *sys.argv[1:]])
+    command = invocation()
     results = {}
     for penalty in ("sampled", "exact"):
         for name in BASELINES:

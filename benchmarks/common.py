@@ -30,12 +30,21 @@ def git_commit() -> str:
         return "unknown"
 
 
+def invocation() -> str:
+    """The command line this benchmark script runs under, as its results record it."""
+    return shlex.join(["python", f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]])
+
+
+def rationale_command(*args: str) -> str:
+    """``rationale ARGS`` as results record the command."""
+    return shlex.join(["rationale", *args])
+
+
 def rationale(*args: str) -> tuple[str, float]:
     """Run ``rationale ARGS`` (this checkout's), stream its output, return the command and seconds."""
-    command = ["rationale", *args]
     started = time.perf_counter()
     subprocess.run([sys.executable, "-m", "rationale_cli", *args], cwd=ROOT, check=True)
-    return shlex.join(command), time.perf_counter() - started
+    return rationale_command(*args), time.perf_counter() - started
 
 
 def append_result(row: dict) -> None:

@@ -11,12 +11,9 @@ those that keep the selection rate asked for), and the scores are pooled over bo
 from __future__ import annotations
 
 import random
-import sys
-from pathlib import Path
 from typing import Hashable, Sequence
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from rationale_cli.metrics.scores import mean, ratio  # noqa: E402
+from rationale_cli.metrics.scores import RationaleScores, RegressionScores, mean
 
 
 def halves(ids: Sequence[str], seed: int = 0) -> tuple[set[str], set[str]]:
@@ -27,19 +24,30 @@ def halves(ids: Sequence[str], seed: int = 0) -> tuple[set[str], set[str]]:
     return set(order[:middle]), set(order[middle:])
 
 
+def laid_out(row: dict) -> tuple[list[int], list[int] | None]:
+    """A selection and gold mask (None without gold) with a per-document row's counts
+    (``tokens``, ``selected``, ``gold``, ``overlap``): what :class:`RationaleScores` pools."""
+    tokens, selected = row["tokens"], row["selected"]
+    chosen = [1] * selected + [0] * (tokens - selected)
+    if row.get("gold") is None:
+        return chosen, None
+    overlap, missed = row["overlap"], row["gold"] - row["overlap"]
+    return chosen, [1] * overlap + [0] * (selected - overlap) + [1] * missed + [0] * (tokens - selected - missed)
+
+
 def pooled(rows: Sequence[dict]) -> dict:
-    """Token precision, recall, F1 (pooled over the documents, as ``evaluate`` pools them),
-    selection rate, the task's MSE and the mean faithfulness drops of per-document rows, keyed
+    """Token precision, recall, F1 and selection rate (pooled over the documents by ``evaluate``'s
+    own accumulators), the task's MSE and the mean faithfulness drops of per-document rows, keyed
     as in ``evaluate --json``."""
-    gold = [r for r in rows if r.get("gold") is not None]
-    overlap, chosen, wanted = (sum(r[key] for r in gold) for key in ("overlap", "selected", "gold"))
+    rationale, task = RationaleScores(), RegressionScores()
+    for row in rows:
+        rationale.add(*laid_out(row))
+        task.add(row["prediction"], row["label"])
+    scores = rationale.result()
     drops = {key: [r[key] for r in rows if r.get(key) is not None] for key in ("comprehensiveness", "sufficiency")}
     return {
-        "precision": ratio(overlap, chosen),
-        "recall": ratio(overlap, wanted),
-        "f1": ratio(2 * overlap, chosen + wanted),
-        "selection_rate": ratio(sum(r["selected"] for r in rows), sum(r["tokens"] for r in rows)),
-        "mse": ratio(sum((r["prediction"] - r["label"]) ** 2 for r in rows), len(rows)),
+        **{key: scores[key] for key in ("precision", "recall", "f1", "selection_rate")},
+        "mse": task.result()["mse"],
         "faithfulness": {key: mean(values) for key, values in drops.items()},
         "documents": len(rows),
     }

@@ -18,8 +18,7 @@ from pathlib import Path
 
 from safetensors.torch import load_file
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from resume_check import same_weights  # noqa: E402
+from resume_check import same_weights
 
 OPTIONS = ["--data", "demo", "--extractor", "hardkuma", "--epochs", "2", "--seed", "5", "--embedding-dim", "16",
            "--hidden-size", "16", "--batch-size", "100"]

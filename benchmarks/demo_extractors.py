@@ -22,16 +22,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, append_result, git_commit, rationale  # noqa: E402
-from report import write_report  # noqa: E402
+from models.selectors import SELECTORS, option_specs
 
-sys.path.insert(0, str(ROOT))
-from models.selectors import SELECTORS, option_specs  # noqa: E402
+from common import append_result, git_commit, rationale
+from report import write_report
 
 SIZES = ["--embedding-dim", "50", "--hidden-size", "64", "--batch-size", "20", "--lr", "0.002", "--patience", "0"]
 OWN = {"hardkuma": ["--transitions", "0.06"], "bernoulli": ["--lagrangian", "--baseline", "loo", "--samples", "4"]}

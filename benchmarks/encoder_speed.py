@@ -17,16 +17,11 @@ import argparse
 import os
 import platform
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from models.encoders import ENCODERS, build_encoder  # noqa: E402
-from models.encoders.recurrence import (  # noqa: E402
+from models.encoders import ENCODERS, build_encoder
+from models.encoders.recurrence import (
     lstm_scan_autograd,
     merge_directions,
     rcnn_scan_autograd,

@@ -25,10 +25,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.common import append_result, git_commit, rationale  # noqa: E402
-from benchmarks.report import write_report  # noqa: E402
-from rationale_cli.data.readers import read_records  # noqa: E402
+from models.selectors import option_specs
+from rationale_cli.data.readers import read_records
+
+from common import append_result, git_commit, invocation, rationale
+from report import write_report
 
 
 def largest_difference(official, ours, path: str = "") -> tuple[float, int, list[str]]:
@@ -122,12 +123,9 @@ def main() -> None:
                                                    json.loads((runs / "random.score.json").read_text())["eraser"])
         checks["random_vs_official"] = {"max_abs_diff": worst, "values": count, "missing": missing}
         print(f"random predictions: {count} values, largest difference from the official scorer {worst:.2g}")
-    from models.options import specs
-    from models.selectors import selector_class
-
     for extractor in args.extractors:
         run = runs / extractor
-        budget = ["--budget", args.budget] if "budget" in specs(selector_class(extractor).Options) else []
+        budget = ["--budget", args.budget] if "budget" in option_specs(extractor) else []
         train_cmd, seconds = rationale("train", "--data", str(data), "--out", str(run), "--force", "--extractor", extractor,
                                        "--encoder", args.encoder, "--embeddings", str(vectors), "--epochs", str(args.epochs),
                                        "--seed", str(args.seed), *budget, *extra)
@@ -162,7 +160,7 @@ def main() -> None:
             "predictor_on_rationale": faith["predictor_on_rationale"],
             "predictor_on_complement": faith["predictor_on_complement"],
             "checks": {**checks, **own}, "train_seconds": round(seconds, 1),
-            "command": train_cmd, "script": "python benchmarks/eraser.py " + " ".join(sys.argv[1:]), "commit": commit,
+            "command": train_cmd, "script": invocation(), "commit": commit,
         })
     write_report()
 

@@ -18,20 +18,18 @@ regenerates RESULTS.md.
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 from pathlib import Path
 
 import torch
+from models.decoding import OWN, Decoding
+from rationale_cli.data import sources
+from rationale_cli.runs.inference import corpus_threshold, evaluate
+from rationale_cli.runs.keep import Keep
+from rationale_cli.runs.run_directory import epoch_weights, load_run, read_json
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import append_result, git_commit  # noqa: E402
-from report import pct, write_report  # noqa: E402
-from rationale_cli.data import sources  # noqa: E402
-from rationale_cli.runs.keep import Keep  # noqa: E402
-from rationale_cli.runs.inference import corpus_threshold, evaluate  # noqa: E402
-from rationale_cli.runs.run_directory import epoch_weights, load_run, read_json  # noqa: E402
+from common import append_result, git_commit, invocation
+from report import pct, write_report
 
 
 def chosen_epoch(history: list[dict], keep: Keep) -> int:
@@ -68,9 +66,10 @@ def main() -> None:
     print(f"{'epoch':>5} {'valid loss':>10} {'valid rate %':>12} {'test P %':>8} {'test rate %':>11}")
     for h in history:
         loaded = load_run(run, "cpu", h["epoch"])
+        decoding = OWN
         if args.rate_over == "corpus":
-            loaded.model.test_threshold = corpus_threshold(loaded.model, loaded.vocab, records, target)
-        test = evaluate(loaded.model, loaded.vocab, loaded.task, records)
+            decoding = Decoding(threshold=corpus_threshold(loaded.model, loaded.vocab, records, target))
+        test = evaluate(loaded.model, loaded.vocab, loaded.task, records, decoding=decoding)
         curve.append({"epoch": h["epoch"], "valid_loss": h["valid_loss"], "valid_rate": h["valid_selection_rate"],
                       "precision": test["precision"], "selection_rate": test["selection_rate"]})
         print(f"{h['epoch']:>5} {h['valid_loss']:>10.5f} {pct(h['valid_selection_rate']):>12} "
@@ -89,7 +88,7 @@ def main() -> None:
     append_result({
         "benchmark": "keep_rule", "run": run.name, "extractor": config["extractor"], "aspect": config.get("aspect"),
         "target": target, "dependent": config.get("dependent"), "rate_over": args.rate_over, "curve": curve,
-        "choices": choices, "command": shlex.join(["python", "benchmarks/keep_rules.py", *sys.argv[1:]]),
+        "choices": choices, "command": invocation(),
         "commit": git_commit(),
     })
     write_report()

@@ -11,17 +11,12 @@ side by side in one run.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import torch
+from models.distributions.ksubset import KSubset, simple_estimator
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import reference_ksubset  # noqa: E402
-from common import append_result, git_commit, timed, timing_parser, timing_setup  # noqa: E402
-from report import write_report  # noqa: E402
-from models.distributions.ksubset import KSubset, simple_estimator  # noqa: E402
+import reference_ksubset
+from common import append_result, git_commit, invocation, timed, timing_parser, timing_setup
+from report import write_report
 
 
 def library(method: str):
@@ -49,7 +44,7 @@ def main() -> None:
     mask = torch.ones(args.batch, args.length, device=device)
     k = torch.full((args.batch,), args.k, device=device, dtype=torch.long)
     g = torch.randn(args.batch, args.length, device=device)
-    command = " ".join(["python", "benchmarks/ksubset_speed.py", *sys.argv[1:]])
+    command = invocation()
     print(f"B={args.batch} n={args.length} k={args.k} device={device_name} threads={args.threads} torch={torch.__version__}")
     variants = {"sequential": library("sequential"), "tree": library("tree"), "straightforward": straightforward}
     results = {key: timed(lambda fn=fn: fn(logits, mask, k, g), args.repeats, device) for key, fn in variants.items()}

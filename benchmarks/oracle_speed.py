@@ -10,16 +10,11 @@ calls it; pair scores ``0.5 N(0, 1)``, the budget 13% of each review).
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import torch
+from models.distributions.chain_ksubset import ChainKSubset
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import append_result, git_commit, timed, timing_parser, timing_setup  # noqa: E402
-from report import write_report  # noqa: E402
-from models.distributions.chain_ksubset import ChainKSubset  # noqa: E402
+from common import append_result, git_commit, invocation, timed, timing_parser, timing_setup
+from report import write_report
 
 
 def main() -> None:
@@ -42,7 +37,7 @@ def main() -> None:
     if not all(torch.equal(masks[0], other) for other in masks[1:]):
         raise SystemExit("the programs found different masks")
     results = {name: timed(run, args.repeats, device) for name, run in variants.items()}
-    command = " ".join(["python", "benchmarks/oracle_speed.py", *sys.argv[1:]])
+    command = invocation()
     print(f"B={args.batch} T={args.length} budget={int(budgets[0])} device={device_name} threads={args.threads}")
     base = results["max"]
     for name, ms in results.items():

@@ -20,7 +20,7 @@ process); appends one row each to results.jsonl.
 from __future__ import annotations
 
 import argparse
-import gzip
+import itertools
 import json
 import platform
 import re
@@ -29,14 +29,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, append_result, git_commit  # noqa: E402
+from rationale_cli.data.readers.beer import iter_beer
+
+from common import ROOT, append_result, git_commit
+
 
 def corpus(beer: Path, size: int, path: Path) -> None:
-    reviews = []
-    for source in sorted(beer.glob("reviews.aspect*.heldout.txt.gz")):
-        with gzip.open(source, "rt", encoding="utf-8") as handle:
-            reviews += [line.split("\t", 1)[1].split() for line in handle if "\t" in line]
+    reviews = [record.tokens for source in sorted(beer.glob("reviews.aspect*.heldout.txt.gz"))
+               for record in iter_beer(source)]
     with open(path, "w", encoding="utf-8") as out:
         for index in range(size):
             out.write(json.dumps({"id": str(index), "tokens": reviews[index % len(reviews)]}) + "\n")
@@ -44,11 +44,9 @@ def corpus(beer: Path, size: int, path: Path) -> None:
 
 def train(encoder: str, beer: Path, out: Path, documents: int, epochs: int, sizes: list[str]) -> None:
     train_file = out.with_suffix(".train.jsonl")
-    with gzip.open(beer / "reviews.aspect0.heldout.txt.gz", "rt", encoding="utf-8") as source, \
-            open(train_file, "w", encoding="utf-8") as target:
-        for _, line in zip(range(documents), source):
-            scores, text = line.split("\t", 1)
-            target.write(json.dumps({"tokens": text.split(), "score": float(scores.split()[0])}) + "\n")
+    with open(train_file, "w", encoding="utf-8") as target:
+        for record in itertools.islice(iter_beer(beer / "reviews.aspect0.heldout.txt.gz", aspect=0), documents):
+            target.write(json.dumps({"tokens": record.tokens, "score": record.label}) + "\n")
     subprocess.run([sys.executable, "-m", "rationale_cli", "train", "--data", str(train_file), "--out", str(out),
                     "--encoder", encoder, "--epochs", str(epochs), "--batch-size", "100", "--budget", "0.13",
                     *sizes], cwd=ROOT, check=True, capture_output=True)

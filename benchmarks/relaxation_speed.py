@@ -9,17 +9,12 @@ as the paper's code does), measured side by side in one run.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import torch
+from models.distributions.chain_ksubset import ChainKSubset
+from models.distributions.ksubset import KSubset
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import append_result, git_commit, timed, timing_parser, timing_setup  # noqa: E402
-from report import write_report  # noqa: E402
-from models.distributions.chain_ksubset import ChainKSubset  # noqa: E402
-from models.distributions.ksubset import KSubset  # noqa: E402
+from common import append_result, git_commit, invocation, timed, timing_parser, timing_setup
+from report import write_report
 
 
 def relaxation(name: str, unary, pairwise, mask, k):
@@ -52,7 +47,7 @@ def main() -> None:
     pairwise = torch.randn(args.batch, args.length - 1, device=device)
     mask = torch.ones(args.batch, args.length, device=device)
     g = torch.randn(args.batch, args.length, device=device)
-    command = " ".join(["python", "benchmarks/relaxation_speed.py", *sys.argv[1:]])
+    command = invocation()
     print(f"B={args.batch} n={args.length} k={args.k} device={device_name} threads={args.threads} torch={torch.__version__}")
     results = {}
     for name in ("topk", "corr-topk"):

@@ -27,21 +27,18 @@ import dataclasses
 import itertools
 import math
 import random
-import sys
 from pathlib import Path
 
 import torch
+from models.model import RationaleModel
+from rationale_cli.data.batching import Batch, length_batches, make_batch
+from rationale_cli.data.readers import read_records
+from rationale_cli.runs.run_directory import build_model, load_run
+from rationale_cli.runs.task import Regression
+from rationale_cli.training.loop import training_step
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import append_result, git_commit, timed, timing_parser, timing_setup  # noqa: E402
-from report import write_report  # noqa: E402
-from models.model import RationaleModel  # noqa: E402
-from rationale_cli.data.batching import Batch, length_batches, make_batch  # noqa: E402
-from rationale_cli.data.readers import read_records  # noqa: E402
-from rationale_cli.runs.run_directory import build_model, load_run  # noqa: E402
-from rationale_cli.runs.task import Regression  # noqa: E402
-from rationale_cli.training.loop import training_step  # noqa: E402
+from common import append_result, git_commit, invocation, timed, timing_parser, timing_setup
+from report import write_report
 
 VARIANTS = {
     "full": ("full", {}),
@@ -121,7 +118,7 @@ def time_run(args, device, device_name: str) -> None:
 def record_timings(timings: dict[str, float], args, device_name: str, sizes: dict) -> None:
     """Print each variant's milliseconds and ratio to ``full``; append the rows; regenerate RESULTS.md."""
     base = timings.get("full")
-    command = " ".join(["python", "benchmarks/step_cost.py", *sys.argv[1:]])
+    command = invocation()
     for name, ms in timings.items():
         ratio = ms / base if base else None
         print(f"{name:20s} {ms:9.1f} ms/step  " + (f"{ratio:.2f}x full" if ratio else ""))

@@ -9,13 +9,22 @@ multiplicatively, ``lambda <- clamp(lambda * exp(lr * c_ma))``: it grows while
 the constraint is violated and decays once it holds. Nothing moves in eval mode. In a
 distributed run the moving average takes c averaged over processes, so every process
 holds the same multiplier.
+
+:class:`RateOptions` are the options shared by the extractors that hold a selection rate in
+training this way (``hardkuma``; ``bernoulli`` with ``lagrangian``): the budget as a target,
+the multiplier's step size and augmented-Lagrangian weight, and whether each choice depends on
+the previous ones (:mod:`models.selectors.dependent`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor, nn
 
+from models.budget import Budget
+from models.options import Options, option
 from models.ranks import mean_over_ranks
 
 
@@ -61,3 +70,12 @@ class EqualityMultiplier(nn.Module):
     @property
     def value(self) -> Tensor:
         return self.upper.value - self.lower.value
+
+
+@dataclass(frozen=True)
+class RateOptions(Options):
+    budget: Budget = option(Budget(0.13), "the expected selection rate held in training (both sides)",
+                            role="target held in training")
+    dependent: bool = option(False, "condition each z on the previous ones (Bastings et al. 6.1)")
+    lagrange_lr: float = option(0.05, "step size of the multiplicative Lagrange multiplier updates", above=0.0)
+    lagrange_rho: float = option(1.0, "weight of the augmented-Lagrangian term rho/2 (rate - target)^2", low=0.0)

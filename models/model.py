@@ -15,7 +15,8 @@ import torch
 from torch import Tensor, nn
 
 from models.architectures import build_architecture
-from models.budget import Budget, top_k_mask
+from models.budget import top_k_mask
+from models.decoding import OWN, Decoding
 from models.encoders.base import TokenRows
 from models.selection import Selection, Selector
 from models.selectors import build_selector, selector_class
@@ -54,12 +55,6 @@ class RationaleModel(nn.Module):
             self.selector = extractor(states, **(extractor_options or {}))
         self.predictor_encoder = parts.predictor_encoder
         self.output = parts.output
-        # test-time rate: with a Budget, decoding keeps each document's best-scored tokens
-        # (that share or count, none scored 0) instead of the extractor's own decision
-        self.test_rate: Budget | None = None
-        # or with a threshold, every token scored at least that (none scored 0): one threshold
-        # for a whole corpus holds its rate over the corpus (rationale_cli.runs.inference.corpus_threshold)
-        self.test_threshold: float | None = None
 
     def states(self, emb: Tensor, mask: Tensor, ids: Tensor | None = None) -> Tensor | None:
         """The selector encoder's states; ``ids`` (at inference) let it start from the words' products."""
@@ -111,16 +106,22 @@ class RationaleModel(nn.Module):
         return selection, outputs
 
     @torch.no_grad()
-    def decode(self, ids: Tensor, mask: Tensor, visible: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
-        """Test-time rationale ``z [B, T]``, per-token scores ``[B, T]`` and outputs ``[B, outputs]``."""
+    def decode(self, ids: Tensor, mask: Tensor, visible: Tensor | None = None,
+               decoding: Decoding = OWN) -> tuple[Tensor, Tensor, Tensor]:
+        """Test-time rationale ``z [B, T]``, per-token scores ``[B, T]`` and outputs ``[B, outputs]``,
+        decoded as ``decoding`` says (:mod:`models.decoding`; by default the extractor's own way)."""
+        settings = decoding.selector_arguments()
+        unknown = sorted(set(settings) - set(self.selector.decode_settings))
+        if unknown:
+            raise ValueError(f"{type(self.selector).__name__} decodes without a {unknown[0]} setting")
         emb = self.embed(ids)
         states = self.states(emb, mask, ids)
         selectable = mask if visible is None else mask - visible
-        z, scores = self.selector.decode_with_scores(states, selectable)
-        if self.test_rate is not None:  # never a token scored 0 (outside a sparse support)
-            z = top_k_mask(scores, selectable, self.test_rate.tokens(selectable)) * (scores > 0)
-        elif self.test_threshold is not None:
-            z = ((scores >= self.test_threshold) & (scores > 0)).to(scores.dtype)
+        z, scores = self.selector.decode_with_scores(states, selectable, **settings)
+        if decoding.rate is not None:  # never a token scored 0 (outside a sparse support)
+            z = top_k_mask(scores, selectable, decoding.rate.tokens(selectable)) * (scores > 0)
+        elif decoding.threshold is not None:
+            z = ((scores >= decoding.threshold) & (scores > 0)).to(scores.dtype)
         z, scores = z * selectable, scores * selectable
         read = z if visible is None else z + visible
         return z, scores, self.predict_masked(emb, mask, read.unsqueeze(1), ids)[:, 0]

@@ -2,9 +2,10 @@
 
 An extractor declares its options as a frozen dataclass of :func:`option` fields
 (a subclass of :class:`Options`); the training options are declared the same way.
-Everything else reads the declarations: the command line's flags and their help,
-the TOML keys, the configuration saved in a run and the one validation path
-(:meth:`Spec.check`), whose errors name the option and what is allowed.
+Everything else reads the declarations: the TOML keys, the configuration saved in a
+run, the one validation path (:meth:`Spec.check`), whose errors name the option and
+what is allowed, and whatever shows options to people (how a command line spells
+and groups them is its own business, not part of a declaration).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from models.budget import ALLOWED as BUDGET_ALLOWED
 from models.budget import Budget
@@ -22,31 +23,33 @@ KINDS = ("bool", "int", "float", "str", "Budget")
 
 class OptionError(ValueError):
     """An option's value is not allowed: ``name``, the value, what is allowed and, once
-    known, the extractor whose option it is. ``unknown``: the extractor has no such option."""
+    known, the extractor whose option it is. ``unknown``: the extractor has no such option
+    (``known``: the ones it has); ``needs``: the boolean option without which it means nothing.
+
+    ``str()`` names options as they are declared; :meth:`describe` spells them as a caller
+    shows them (a command line, as its flags)."""
 
     def __init__(self, name: str, value: Any, allowed: str, *, extractor: str | None = None,
-                 unknown: bool = False, needs: str | None = None):
+                 unknown: bool = False, needs: str | None = None, known: tuple[str, ...] = ()):
         self.name, self.value, self.allowed, self.extractor = name, value, allowed, extractor
-        self.unknown, self.needs = unknown, needs
-        super().__init__(self.line())
+        self.unknown, self.needs, self.known = unknown, needs, tuple(known)
+        super().__init__(self.describe())
 
-    def line(self) -> str:
-        who = f"--extractor {self.extractor}" if self.extractor else "this extractor"
+    def describe(self, spell: Callable[[str], str] = str) -> str:
+        """The error in one line, each option name written as ``spell`` writes it."""
+        who = f"{spell('extractor')} {self.extractor}" if self.extractor else "this extractor"
         if self.unknown:
-            return f"{flag_of(self.name)} does not apply to {who}; {self.allowed}"
+            own = ", ".join(map(spell, self.known)) or "none"
+            return f"{spell(self.name)} does not apply to {who}; its options: {own}"
         if self.needs:
-            return f"{flag_of(self.name)} {shown(self.value)}: applies to {who} only with {flag_of(self.needs)}"
+            return f"{spell(self.name)} {shown(self.value)}: applies to {who} only with {spell(self.needs)}"
         expects = f"{who} expects" if self.extractor else "expected"
-        return f"{flag_of(self.name)} {shown(self.value)}: {expects} {self.allowed}"
+        return f"{spell(self.name)} {shown(self.value)}: {expects} {self.allowed}"
 
     def of(self, extractor: str) -> OptionError:
         """The same error, naming the extractor."""
         return OptionError(self.name, self.value, self.allowed, extractor=extractor, unknown=self.unknown,
-                           needs=self.needs)
-
-
-def flag_of(name: str) -> str:
-    return "--" + {"lam": "lambda"}.get(name, name).replace("_", "-")
+                           needs=self.needs, known=self.known)
 
 
 def shown(value: Any) -> str:
@@ -59,16 +62,13 @@ def shown(value: Any) -> str:
 
 def option(default: Any, help: str, *, low: float | None = None, high: float | None = None,
            above: float | None = None, choices: tuple[str, ...] | dict | None = None,
-           negative: str | None = None, default_text: str | None = None, role: str | None = None,
-           requires: str | None = None, panel: str | None = None) -> Any:
+           default_text: str | None = None, role: str | None = None, requires: str | None = None) -> Any:
     """A declared field. ``low``/``high``: inclusive bounds, ``above``: exclusive lower bound;
-    ``negative``: the off-switch of a boolean flag (``--fixed-penalty``); ``default_text``:
-    how ``--help`` describes a default that depends on other options; ``role``: what a
-    budget is for this extractor; ``requires``: a boolean option without which this one
-    means nothing; ``panel``: where ``--help`` lists it."""
+    ``default_text``: how a default that depends on other options is described; ``role``:
+    what a budget is for this extractor; ``requires``: a boolean option without which this
+    one means nothing."""
     meta = dict(help=help, low=low, high=high, above=above, choices=tuple(choices) if choices else None,
-                negative=negative, default_text=default_text, role=role, requires=requires,
-                panel=panel)
+                default_text=default_text, role=role, requires=requires)
     return field(default=default, metadata=meta)
 
 
@@ -85,15 +85,9 @@ class Spec:
     high: float | None = None
     above: float | None = None
     choices: tuple[str, ...] | None = None
-    negative: str | None = None
     default_text: str | None = None
     role: str | None = None
     requires: str | None = None
-    panel: str | None = None
-
-    @property
-    def flag(self) -> str:
-        return flag_of(self.name)
 
     def allowed(self) -> str:
         """What a value may be, in words."""
@@ -186,8 +180,7 @@ class Options:
         declared = specs(cls)
         unknown = sorted(set(values) - set(declared))
         if unknown:
-            own = ", ".join(map(flag_of, declared)) or "none"
-            raise OptionError(unknown[0], values[unknown[0]], f"its options: {own}", unknown=True)
+            raise OptionError(unknown[0], values[unknown[0]], "", unknown=True, known=tuple(declared))
         made = cls(**values)
         for name in sorted(given & set(declared)):
             needed = declared[name].requires

@@ -62,7 +62,9 @@ class Selector(nn.Module):
     constructor takes them as keywords, checked, and keeps them as ``self.options``.
     ``needs_states``: whether the model must run a selector encoder for it
     (``full`` does not). ``summary``: one line for ``--help`` and the README;
-    ``default_encoder``: the architecture of the extractor's paper.
+    ``default_encoder``: the architecture of the extractor's paper. ``decode_settings``: the
+    test-time settings (:class:`models.decoding.Decoding` fields) its :meth:`decode_with_scores`
+    takes as keywords.
     Subclasses implement :meth:`forward` (training, stochastic where the method
     samples) and :meth:`decode_with_scores`: the deterministic test-time rationale
     (a mask ``[B, T]``) and a per-token score in [0, 1] shown to users beside it.
@@ -72,6 +74,7 @@ class Selector(nn.Module):
     needs_states: bool = True
     summary: str = ""
     default_encoder: str = "rcnn"
+    decode_settings: tuple[str, ...] = ()
 
     def __init__(self, **options):
         super().__init__()

@@ -1,12 +1,12 @@
 """rationale-cli: train select-then-predict models and inspect their rationales.
 
 The Python API (:mod:`rationale_cli.api`, imported on first use): ``train``, ``load``,
-``Model``, ``Rationale``; the training loop itself is :func:`rationale_cli.training.loop.fit`.
+``Model``, ``Rationale``, ``Decoding``; the training loop itself is :func:`rationale_cli.training.loop.fit`.
 """
 
-__version__ = "0.1.0"
+from rationale_cli.runtime.version import VERSION as __version__  # noqa: F401 - the package's version
 
-API = ("train", "load", "Model", "Rationale")
+API = ("train", "load", "Model", "Rationale", "Decoding")
 
 
 def __getattr__(name: str):

@@ -133,7 +133,7 @@ def test_training_that_diverges_stops_with_one_line_and_no_nan_anywhere(tmp_path
 
 
 def test_json_output_never_holds_nan(tmp_path):
-    from rationale_cli.output.prediction import to_json_line
+    from rationale_cli.runtime.safe_json import to_json_line
     from rationale_cli.runs.run_directory import write_json
 
     line = to_json_line({"prediction": float("nan"), "token_scores": [0.5, float("inf")]})

@@ -3,6 +3,7 @@
 import gzip
 import importlib.util
 import json
+import sys
 
 import pytest
 from pathlib import Path
@@ -15,6 +16,10 @@ BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
 def load_script(name: str):
+    """The benchmark script ``name`` as a module; its imports of the other scripts resolve as when it
+    runs (``python benchmarks/NAME.py`` puts benchmarks/ first on the path)."""
+    if str(BENCHMARKS) not in sys.path:
+        sys.path.insert(0, str(BENCHMARKS))
     spec = importlib.util.spec_from_file_location(f"{name}_benchmark", BENCHMARKS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

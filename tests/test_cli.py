@@ -326,15 +326,16 @@ def test_version():
 def test_train_help_lists_every_extractor_with_its_own_options_and_every_default():
     from models.selectors import SELECTORS, option_specs
     from rationale_cli.runs.config import TRAIN_SPECS
+    from rationale_cli.runs.flags import flag_of
 
     result = runner.invoke(app, ["train", "--help"], env={"COLUMNS": "400"})
     assert result.exit_code == 0
     text = " ".join(result.output.split())
     for name in SELECTORS:
-        own = " ".join(spec.flag for spec in option_specs(name).values()) or "no options"
+        own = " ".join(flag_of(spec.name) for spec in option_specs(name).values()) or "no options"
         assert f"{name}: " in text and f"Options: {own}." in text, name
     for spec in TRAIN_SPECS.values():
-        assert spec.flag in text
+        assert flag_of(spec.name) in text
     assert text.count("[default:") >= len(TRAIN_SPECS)
     assert "[default: hardkuma]" in text
     assert not re.search(r"\w \.(\s|$)", text)  # no default swallowed as markup, leaving "word ."

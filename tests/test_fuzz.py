@@ -16,7 +16,8 @@ from rationale_cli.data import sources
 from rationale_cli.cli import app
 from rationale_cli.runtime.errors import UserError
 from rationale_cli.runs.inference import evaluate, run_model
-from rationale_cli.output.prediction import prediction_json, to_json_line
+from rationale_cli.output.prediction import Rationale
+from rationale_cli.runtime.safe_json import to_json_line
 from rationale_cli.runs.run_directory import load_run
 
 CASES = int(os.environ.get("RATIONALE_FUZZ_CASES", "240"))
@@ -106,7 +107,7 @@ def test_mutated_inputs_give_a_result_or_one_user_error(loaded, tmp_path, kind):
         try:
             records = sources.stream(str(path), "test", fmt=rng.choice(["auto", fmt]), aspect=aspect)
             for result in run_model(loaded.model, loaded.vocab, loaded.task, records, batch_size=2):
-                json.loads(to_json_line(prediction_json(result)))
+                json.loads(to_json_line(Rationale.of(result).to_dict()))
             labelled = sources.load(str(path), "test", fmt=fmt, aspect=aspect)
             if all(r.label is not None for r in labelled):
                 metrics = evaluate(loaded.model, loaded.vocab, loaded.task, labelled, batch_size=2)

@@ -8,6 +8,7 @@ from typer.testing import CliRunner
 
 from rationale_cli.cli import app
 from models.budget import Budget
+from models.decoding import Decoding
 from models.model import RationaleModel
 
 
@@ -17,16 +18,15 @@ def test_decode_holds_each_documents_share_of_its_best_scored_tokens():
     ids = torch.randint(2, 30, (2, 8))
     mask = torch.tensor([[1.0] * 8, [1.0] * 4 + [0.0] * 4])
     _, scores, _ = model.decode(ids, mask)
-    model.test_rate = Budget(0.25)
-    z, same_scores, _ = model.decode(ids, mask)
+    z, same_scores, _ = model.decode(ids, mask, decoding=Decoding(rate=Budget(0.25)))
     assert z.sum(-1).tolist() == [2.0, 1.0]  # round(0.25 * 8), round(0.25 * 4)
     assert torch.equal(scores, same_scores)
     for row in range(2):
         chosen = z[row].nonzero().flatten()
         others = ((z[row] == 0) & (mask[row] > 0)).nonzero().flatten()
         assert scores[row, chosen].min() >= scores[row, others].max()
-    model.test_rate = Budget(count=3)
-    assert model.decode(ids, mask)[0].sum(-1).tolist() == [3.0, 3.0]
+    assert model.decode(ids, mask, decoding=Decoding(rate=Budget(count=3)))[0].sum(-1).tolist() == [3.0, 3.0]
+    assert torch.equal(model.decode(ids, mask)[0], model.decode(ids, mask)[0])  # nothing stays on the model
 
 
 def test_a_sparse_support_is_never_filled_up_with_zero_scored_tokens():
@@ -34,8 +34,7 @@ def test_a_sparse_support_is_never_filled_up_with_zero_scored_tokens():
     model = RationaleModel(30, 8, 8, 1, encoder="cnn", extractor="topk-sparsemax").eval()
     ids, mask = torch.randint(2, 30, (3, 20)), torch.ones(3, 20)
     _, scores, _ = model.decode(ids, mask)
-    model.test_rate = Budget(0.9)
-    z = model.decode(ids, mask)[0]
+    z = model.decode(ids, mask, decoding=Decoding(rate=Budget(0.9)))[0]
     assert torch.equal(z, (scores > 0).float())  # a cap here: the support, not the first tokens
 
 

@@ -7,7 +7,8 @@ import pytest
 
 from rationale_cli.runtime.errors import UserError
 from rationale_cli.runs.inference import Output
-from rationale_cli.output.prediction import prediction_json, to_json_line
+from rationale_cli.output.prediction import Rationale
+from rationale_cli.runtime.safe_json import to_json_line
 from rationale_cli.data.records import Record, mask_to_spans
 from rationale_cli.output.writers import open_writer, output_format
 
@@ -56,7 +57,7 @@ def test_jsonl_is_the_line_predict_wrote(tmp_path):
     out = tmp_path / "p.jsonl"
     outputs = [*BATCHES[0], regression(9, raw=False, label=0.5), classification(1)]
     write_all(out, "jsonl", [outputs[:2], outputs[2:]])
-    assert out.read_bytes() == "".join(to_json_line(prediction_json(o)) for o in outputs).encode("utf-8")
+    assert out.read_bytes() == "".join(to_json_line(Rationale.of(o).to_dict()) for o in outputs).encode("utf-8")
 
 
 def test_jsonl_scores_of_every_kind_are_written_as_json_would(tmp_path):
@@ -66,7 +67,7 @@ def test_jsonl_scores_of_every_kind_are_written_as_json_would(tmp_path):
     output = Output(record, [1] * len(scores), scores, prediction=0.5)
     out = tmp_path / "p.jsonl"
     write_all(out, "jsonl", [[output]])
-    assert out.read_text(encoding="utf-8") == to_json_line(prediction_json(output))
+    assert out.read_text(encoding="utf-8") == to_json_line(Rationale.of(output).to_dict())
     assert json.loads(out.read_text(encoding="utf-8"))["token_scores"][-6:] == [1.5, -0.25, 0.123456789, 1e-7, 0.0, None]
 
 
@@ -83,7 +84,7 @@ def test_jsonl_to_standard_output(capsys):
     with open_writer("-", "jsonl") as writer:
         writer.write(BATCHES[0])
         assert writer.flush() == 0
-    assert capsys.readouterr().out == "".join(to_json_line(prediction_json(o)) for o in BATCHES[0])
+    assert capsys.readouterr().out == "".join(to_json_line(Rationale.of(o).to_dict()) for o in BATCHES[0])
     with pytest.raises(UserError, match="standard output"):
         open_writer("-", "jsonl", resume_at=0)
 

@@ -44,13 +44,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from models.lagrangian import EqualityMultiplier
+from models.lagrangian import EqualityMultiplier, RateOptions
 from models.budget import Budget
 from models.options import OptionError, option
 from models.ranks import mean_over_ranks
 from models.selection import Selection, Selector, selected_share
 from models.selectors.dependent import DependentScan
-from models.selectors.rate import RateOptions
 
 BASELINES = ("none", "ema", "loo")
 
@@ -103,12 +102,10 @@ class BernoulliOptions(RateOptions):
                            "over --samples)", choices=BASELINES)
     samples: int = option(1, "rationales sampled per document", low=1)
     lagrangian: bool = option(False, "hold the rate at --budget with a multiplier (added to the --sparsity "
-                              "cost: give --sparsity 0 to leave the rate to the multiplier)",
-                              negative="--fixed-penalty")
+                              "cost: give --sparsity 0 to leave the rate to the multiplier)")
     exact_penalty: bool = option(True, "differentiate the sparsity and coherence costs' expectations instead "
                                  "of sampling them through REINFORCE: exactly for the independent selector; for "
-                                 "the dependent one, each token's expectation given the sampled tokens before it",
-                                 negative="--sampled-penalty")
+                                 "the dependent one, each token's expectation given the sampled tokens before it")
 
     def check(self) -> None:
         if self.baseline == "loo" and self.samples < 2:

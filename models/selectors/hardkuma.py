@@ -31,11 +31,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from models.distributions.hardkuma import HardKuma
-from models.lagrangian import EqualityMultiplier, LagrangeMultiplier
+from models.lagrangian import EqualityMultiplier, LagrangeMultiplier, RateOptions
 from models.options import OptionError, option
 from models.selection import Selection, Selector, selected_share
 from models.selectors.dependent import DependentScan
-from models.selectors.rate import RateOptions
 
 
 def expected_costs(log_p0: Tensor, log_nonzero: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:

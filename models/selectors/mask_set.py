@@ -33,17 +33,14 @@ from models.selection import Selection, Selector
 @dataclass(frozen=True)
 class MaskSetOptions(Options):
     budget: Budget = option(Budget(0.13), "at most this many tokens in every mask of the support", role="cap")
-    pairwise: bool = option(False, "a learned coherence score for adjacent selected tokens",
-                            negative="--no-pairwise")
+    pairwise: bool = option(False, "a learned coherence score for adjacent selected tokens")
     coherence: float | None = option(None, "cost per 0/1 transition between adjacent tokens, subtracted "
                                      "from every mask's score (fewer, longer spans)", low=0.0, default_text="0")
 
 
 class MaskSetSelector(Selector):
     Options = MaskSetOptions
-    # a transition cost for decoding in eval mode instead of ``coherence`` (evaluate, predict
-    # and explain --coherence); None: the trained one
-    test_coherence: float | None = None
+    decode_settings = ("coherence",)  # decode with another transition cost than the trained one
 
     def __init__(self, input_size: int, **options):
         super().__init__(**options)
@@ -56,19 +53,20 @@ class MaskSetSelector(Selector):
             nn.init.zeros_(self.pair.weight)
             nn.init.zeros_(self.pair.bias)
 
-    def mask_scores(self, states: Tensor, mask: Tensor) -> tuple[Tensor, Tensor | None]:
+    def mask_scores(self, states: Tensor, mask: Tensor, coherence: float | None = None) -> tuple[Tensor, Tensor | None]:
         """A mask's score as token scores ``[B, T]`` and adjacent-pair scores ``[B, T-1]`` (None
-        when it has none): the learned ones, with the ``coherence`` cost folded in."""
+        when it has none): the learned ones, with the transition cost folded in (``coherence``,
+        else the trained one)."""
         unary = self.score(states).squeeze(-1)
         pair = None if self.pair is None else self.pair(torch.cat([states[:, :-1], states[:, 1:]], -1)).squeeze(-1)
-        cost = self.options.coherence if self.training or self.test_coherence is None else self.test_coherence
+        cost = self.options.coherence if coherence is None else coherence
         if cost:
             links = mask[:, 1:] * mask[:, :-1]  # adjacent real tokens
             unary = unary - cost * (F.pad(links, (1, 0)) + F.pad(links, (0, 1)))
             pair = 2 * cost * links if pair is None else pair + 2 * cost * links
         return unary, pair
 
-    def solve(self, states: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:  # pragma: no cover - abstract
+    def solve(self, states: Tensor, mask: Tensor, coherence: float | None = None) -> tuple[Tensor, Tensor]:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def budgets(self, mask: Tensor) -> Tensor:
@@ -82,7 +80,7 @@ class MaskSetSelector(Selector):
         stats = {k: v.detach() for k, v in self.support_stats(weights, masks, mask).items()}
         return Selection(masks=masks, weights=weights, penalty=weights.new_zeros(()), stats=stats)
 
-    def decode_with_scores(self, states: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
-        weights, masks = self.solve(states, mask)
+    def decode_with_scores(self, states: Tensor, mask: Tensor, coherence: float | None = None) -> tuple[Tensor, Tensor]:
+        weights, masks = self.solve(states, mask, coherence)
         best = masks.gather(1, weights.argmax(-1)[:, None, None].expand(-1, 1, masks.shape[-1]))[:, 0]
         return best * mask, (weights.unsqueeze(-1) * masks).sum(1) * mask

@@ -40,8 +40,8 @@ class SparseMAPSelector(MaskSetSelector):
                "--budget tokens, the task loss summed over them with their weights (no sampling, no "
                "relaxation); test time takes the most probable mask")
 
-    def solve(self, states: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
-        unary, pair = self.mask_scores(states, mask)
+    def solve(self, states: Tensor, mask: Tensor, coherence: float | None = None) -> tuple[Tensor, Tensor]:
+        unary, pair = self.mask_scores(states, mask, coherence)
         weights, masks = sparsemap(unary, mask, self.budgets(mask), pair)
         cap = self.options.max_support
         if cap is None or weights.shape[1] <= cap:

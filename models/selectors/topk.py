@@ -33,7 +33,7 @@ def gumbel_like(x: Tensor) -> Tensor:
 @dataclass(frozen=True)
 class TopKOptions(KSubsetOptions):
     tau: float = option(1.0, "temperature of the relaxation", above=0.0)
-    straight_through: bool = option(False, "hard sample forward, relaxed gradient", negative="--relaxed")
+    straight_through: bool = option(False, "hard sample forward, relaxed gradient")
 
 
 class TopKSelector(Selector):

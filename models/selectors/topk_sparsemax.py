@@ -40,10 +40,10 @@ class TopKSparsemaxSelector(MaskSetSelector):
         super().__init__(input_size, **options)
         self.top_masks = self.options.top_masks
 
-    def solve(self, states: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+    def solve(self, states: Tensor, mask: Tensor, coherence: float | None = None) -> tuple[Tensor, Tensor]:
         from entmax import sparsemax  # imported here so the other extractors never need it
 
-        unary, pair = self.mask_scores(states, mask)
+        unary, pair = self.mask_scores(states, mask, coherence)
         chain = ChainKSubset(unary, mask, self.budgets(mask), pair, at_most=True)
         masks, best = chain.topk(self.top_masks)
         scores = chain.score(masks).masked_fill(best <= NEG / 2, NEG)

@@ -18,7 +18,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, Sequence
 
-from rationale_cli.api import Rationale, as_record
+from rationale_cli.data.sources import as_record
+from rationale_cli.output.prediction import Rationale
 from rationale_cli.runtime.devices import resolve_device
 from rationale_cli.runtime.errors import UserError
 from rationale_cli.runs.inference import run_model

@@ -27,23 +27,21 @@ import csv
 import gzip
 import hashlib
 import json
-import multiprocessing
 import os
 import signal
 import time
-from collections import deque
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass
 from itertools import islice
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
+from models.decoding import OWN, Decoding
 from rationale_cli.runtime.allocator import keep_freed_memory
 from rationale_cli.runtime.atomic import text_output, writable_target, write_text_atomic
 from rationale_cli.runtime.errors import UserError
-from rationale_cli.evaluation.faithfulness import scored_documents
-from rationale_cli.runs.inference import Output, chunks, run_model
+from rationale_cli.annotation.windows import WorkerDied, window_annotator
+from rationale_cli.runs.inference import Output, chunks
 from rationale_cli.data.records import Record
 from rationale_cli.runs.run_directory import WEIGHTS, Run
 
@@ -91,28 +89,6 @@ class Tally:
     @property
     def unknown_share(self) -> float:
         return self.unknown / self.tokens if self.tokens else 0.0
-
-
-def annotate_window(run: Run, window: list[Record], batch_size: int, device, eraser: bool = False) -> list[Output]:
-    """The window's outputs in input order, run in batches of documents of similar length;
-    with ``eraser``, each with its scored document (faithfulness included)."""
-    order = sorted(range(len(window)), key=lambda i: len(window[i].tokens))
-    ordered = [window[i] for i in order]
-    outputs: list[Output | None] = [None] * len(window)
-    for position, out in zip(order, run_model(run.model, run.vocab, run.task, ordered, batch_size=batch_size,
-                                              device=device)):
-        outputs[position] = out
-    if eraser:
-        for position, (doc, _) in zip(order, scored_documents(run.model, run.vocab, run.task, ordered,
-                                                              batch_size=batch_size, device=device)):
-            outputs[position].scored = doc
-    return outputs
-
-
-def decoding(run: Run) -> tuple:
-    """How the run's model was asked to decode: its test rate, threshold and transition cost
-    (None where not asked; the cost exists for mask-set selectors only)."""
-    return run.model.test_rate, run.model.test_threshold, getattr(run.model.selector, "test_coherence", None)
 
 
 def file_identity(path: Path) -> dict:
@@ -208,17 +184,15 @@ class Job:
     window: int = WINDOW
     shard: Shard = Shard()
     workers: int = 1  # processes annotating windows (CPU), not part of the run's identity
+    decoding: Decoding = OWN  # how the model decodes (its own way unless asked otherwise)
 
     def identity(self, run: Run) -> dict:
         source = Path(self.input)
-        rate, threshold, coherence = decoding(run)
         return {"input": file_identity(source) if source.is_file() else {"path": self.input},
                 "model": model_identity(run),
                 "options": {**self.reader, "batch_size": self.batch_size, "window": self.window,
                             "shard": str(self.shard), "output_format": self.output_format,
-                            **({"rate": str(rate)} if rate is not None else {}),
-                            **({"threshold": threshold} if threshold is not None else {}),
-                            **({"coherence": coherence} if coherence is not None else {})}}
+                            **self.decoding.to_json()}}
 
 
 def annotate(job: Job, run: Run, records: Iterable[Record], device, *, force: bool = False,
@@ -239,7 +213,9 @@ def annotate(job: Job, run: Run, records: Iterable[Record], device, *, force: bo
     mine = (w for i, w in enumerate(chunks(records, job.window)) if i % job.shard.count == job.shard.index)
     done = start.windows if start else 0
     try:
-        with stop_requests() as stops, window_annotator(job, run, device) as annotated, \
+        with stop_requests() as stops, window_annotator(run, device, batch_size=job.batch_size, workers=job.workers,
+                                                         eraser=job.output_format == "eraser",
+                                                         decoding=job.decoding) as annotated, \
                 open_writer(target, job.output_format, start.bytes if start else None) as writer:
             for index, window, outputs in annotated(enumerate(mine), done, tally, progress):
                 writer.write(outputs)
@@ -268,134 +244,6 @@ def annotate(job: Job, run: Run, records: Iterable[Record], device, *, force: bo
         os.replace(target, dest)
         state_path(dest).unlink(missing_ok=True)
     return tally, None
-
-
-Windows = Iterator[tuple[int, list[Record], list[Output]]]
-
-
-@contextmanager
-def window_annotator(job: Job, run: Run, device) -> Iterator[Callable[..., Windows]]:
-    """A function of the numbered windows (and how many were done before, the tally and the
-    progress callback) giving ``(index, window, outputs)`` in order for those not done yet:
-    annotated here, or by ``job.workers`` processes with a few windows in flight."""
-    eraser = job.output_format == "eraser"
-
-    def skip_done(windows, done, tally, progress):
-        for index, window in windows:
-            if index < done:
-                tally.resumed += len(window)
-                progress(len(window))
-            else:
-                yield index, window
-
-    def here(windows, done, tally, progress) -> Windows:
-        for index, window in skip_done(windows, done, tally, progress):
-            yield index, window, annotate_window(run, window, job.batch_size, device, eraser)
-
-    if job.workers <= 1:
-        yield here
-        return
-    links, processes = start_workers(job.workers, run)
-
-    def pooled(windows, done, tally, progress) -> Windows:
-        pending: deque[tuple[int, list[Record], Connection]] = deque()
-        for turn, (index, window) in enumerate(skip_done(windows, done, tally, progress)):
-            ready = receive(*pending.popleft()) if len(pending) == len(links) else None
-            link = links[turn % len(links)]  # the worker whose window was just received
-            try:
-                link.send((window, job.batch_size, eraser))
-            except OSError:
-                raise WorkerDied from None
-            pending.append((index, window, link))
-            if ready is not None:
-                yield ready
-        while pending:
-            yield receive(*pending.popleft())
-
-    try:
-        yield pooled
-    finally:
-        stop_workers(links, processes)
-
-
-class WorkerDied(Exception):
-    """A worker process ended without its window's outputs (killed, out of memory)."""
-
-
-def receive(index: int, window: list[Record], link: Connection) -> tuple[int, list[Record], list[Output]]:
-    """A window's outputs from the worker annotating it (re-raising its error)."""
-    try:
-        ok, payload = link.recv()
-    except (EOFError, OSError):
-        raise WorkerDied from None
-    if not ok:
-        raise payload
-    return index, window, payload
-
-
-def start_workers(count: int, run: Run) -> tuple[list[Connection], list]:
-    """``count`` spawned processes serving windows over pipes (:func:`serve_windows`). They start
-    with SIGINT and SIGTERM blocked (a new process inherits the signal mask; here the signals
-    wait while blocked and arrive after), so a Ctrl-C or a signal to the whole process group
-    reaches this process alone, which stops at a window boundary."""
-    context = multiprocessing.get_context("spawn")
-    links, processes = [], []
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-    try:
-        for _ in range(count):
-            link, theirs = context.Pipe()
-            process = context.Process(target=serve_windows, daemon=True, args=(
-                theirs, str(run.path), *decoding(run)))
-            process.start()
-            theirs.close()  # theirs only: a dead worker's pipe then reads as closed here
-            links.append(link)
-            processes.append(process)
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-    return links, processes
-
-
-def stop_workers(links: list[Connection], processes: list) -> None:
-    """Workers told to stop; killed if busy with a window nobody will read."""
-    for link in links:
-        try:
-            link.send(None)
-        except OSError:
-            pass
-    for process in processes:
-        process.join(timeout=1)
-        if process.is_alive():
-            process.kill()
-            process.join()
-    for link in links:
-        link.close()
-
-
-def serve_windows(link: Connection, path: str, rate, threshold: float | None, coherence: float | None) -> None:
-    """A worker: the run loaded once, one torch thread; windows in, ``(True, outputs)`` or
-    ``(False, error)`` out, until told to stop or this end of the pipe closes."""
-    import torch
-
-    from rationale_cli.runs.run_directory import load_run
-
-    torch.set_num_threads(1)
-    keep_freed_memory()
-    run = load_run(path, "cpu")
-    run.model.test_rate, run.model.test_threshold = rate, threshold
-    if coherence is not None:
-        run.model.selector.test_coherence = coherence
-    while True:
-        try:
-            task = link.recv()
-        except EOFError:  # the main process is gone
-            return
-        if task is None:
-            return
-        window, batch_size, eraser = task
-        try:
-            link.send((True, annotate_window(run, window, batch_size, "cpu", eraser)))
-        except Exception as error:  # noqa: BLE001 - handed to the main process, which raises it
-            link.send((False, error))
 
 
 def count_documents(path: str) -> int | None:

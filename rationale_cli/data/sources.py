@@ -1,5 +1,5 @@
 """Where a command's documents come from: a file or folder, the word ``demo``, or
-standard input (``-``)."""
+standard input (``-``); documents given in memory (:func:`as_record`)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,17 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from rationale_cli.runtime.errors import UserError
 from rationale_cli.data.readers import detect_format, iter_records
 from rationale_cli.data.records import Record
 from rationale_cli.data.synthetic import demo_records
+from rationale_cli.data.tokenize import tokenize
 
 DEMO = "demo"
 ERASER_SPLITS = {"train": "train", "valid": "val", "test": "test"}
+Document = str | Record | dict  # what the Python API accepts as a document
 SPLITS = {"train": "train", "valid": "valid", "val": "valid", "test": "test"}  # names a user may give
 
 
@@ -78,3 +80,38 @@ def from_stdin() -> str:
         handle.write(data)
     atexit.register(lambda: Path(name).unlink(missing_ok=True))
     return name
+
+
+def as_records(documents: Iterable[Document]) -> list[Record]:
+    """Records from a list of documents (:func:`as_record`); one string is refused, as its
+    characters would each be a document."""
+    if isinstance(documents, (str, dict, Record)):
+        raise UserError("expected a list of documents, got one document; put it in a list")
+    return [as_record(doc, i) for i, doc in enumerate(documents)]
+
+
+def as_record(document: Document, index: int) -> Record:
+    """A record from a string (tokenized as ``rationale`` tokenizes raw text), a
+    :class:`Record`, or a dict with ``text`` or ``tokens`` (and optionally ``id``, ``label``)."""
+    if isinstance(document, Record):
+        return document
+    if isinstance(document, str):
+        document = {"text": document}
+    if not isinstance(document, dict):
+        raise UserError(f"document {index}: expected a string, a Record or a dict, got {type(document).__name__}")
+    name = str(document.get("id", index))
+    if "tokens" in document:
+        tokens, text, offsets = document["tokens"], None, None
+        if isinstance(tokens, str) or not all(isinstance(t, str) for t in tokens):
+            raise UserError(f"document {name}: 'tokens' must be a list of strings")
+        tokens = list(tokens)
+    elif "text" in document:
+        text = document["text"]
+        if not isinstance(text, str):
+            raise UserError(f"document {name}: 'text' must be a string, got {type(text).__name__}")
+        tokens, offsets = tokenize(text)
+    else:
+        raise UserError(f"document {name}: a dict needs 'text' or 'tokens'")
+    if not tokens:
+        raise UserError(f"document {name}: empty text")
+    return Record(id=name, tokens=tokens, label=document.get("label"), text=text, offsets=offsets)

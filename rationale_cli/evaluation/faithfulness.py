@@ -29,6 +29,7 @@ from rationale_cli.metrics.scores import mean
 from rationale_cli.data.records import Record, mask_to_spans
 from rationale_cli.runs.task import Task
 from rationale_cli.data.vocab import UNK, Vocab
+from models.decoding import OWN, Decoding
 from models.model import RationaleModel
 
 
@@ -65,20 +66,20 @@ def variants(record: Record, selected: set[int], scores: Sequence[float], thresh
 
 @torch.no_grad()
 def model_values(model: RationaleModel, vocab: Vocab, task: Task, records: list[Record], batch_size: int,
-                 device) -> list:
-    """The full model's prediction values on each record."""
+                 device, decoding: Decoding = OWN) -> list:
+    """The full model's prediction values on each record (decoded as ``decoding`` says)."""
     out = []
     for chunk in capped_batches(records, batch_size):
         batch = make_batch(chunk, vocab, None, device)
-        out += values(task, model.decode(batch.ids, batch.mask, batch.visible)[2])
+        out += values(task, model.decode(batch.ids, batch.mask, batch.visible, decoding)[2])
     return out
 
 
 @torch.no_grad()
 def scored_documents(model: RationaleModel, vocab: Vocab, task: Task, records: Iterable[Record], *,
                      thresholds: Sequence[float] = AOPC_THRESHOLDS, batch_size: int = 64, device="cpu",
-                     faithfulness: bool = True) -> Iterator[tuple[ScoredDocument, dict]]:
-    """Per document its :class:`ScoredDocument` (unrounded soft scores, class scores and,
+                     faithfulness: bool = True, decoding: Decoding = OWN) -> Iterator[tuple[ScoredDocument, dict]]:
+    """Per document, decoded as ``decoding`` says, its :class:`ScoredDocument` (unrounded soft scores, class scores and,
     with ``faithfulness``, the altered documents' scores) and the predictor's values on
     the rationale mask and its complement (``{"rationale", "complement"}``)."""
     was_training = model.training
@@ -87,7 +88,7 @@ def scored_documents(model: RationaleModel, vocab: Vocab, task: Task, records: I
         for chunk in capped_batches(records, batch_size):
             batch = make_batch(chunk, vocab, None, device)
             emb = model.embed(batch.ids)
-            z, scores, outputs = model.decode(batch.ids, batch.mask, batch.visible)
+            z, scores, outputs = model.decode(batch.ids, batch.mask, batch.visible, decoding)
             hard = (z != 0).float()
             document = batch.mask if batch.visible is None else batch.mask - batch.visible
             extra = {}
@@ -107,7 +108,7 @@ def scored_documents(model: RationaleModel, vocab: Vocab, task: Task, records: I
                 if faithfulness:
                     altered += variants(record, {i for i, v in enumerate(selected) if v}, soft, thresholds)
             per_doc = 2 + 2 * len(thresholds)
-            results = model_values(model, vocab, task, altered, batch_size, device) if faithfulness else []
+            results = model_values(model, vocab, task, altered, batch_size, device, decoding) if faithfulness else []
             for row, doc in enumerate(docs):
                 if faithfulness:
                     own = results[row * per_doc : (row + 1) * per_doc]

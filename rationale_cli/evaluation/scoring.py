@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
+from models.decoding import OWN, Decoding
 from rationale_cli.metrics.eraser_scores import ScoredDocument, drop, eraser_scores, iou_scores
 from rationale_cli.evaluation.predictions_file import paired, read_predictions
 from rationale_cli.evaluation.faithfulness import faithfulness_summary, scored_documents
@@ -39,19 +40,20 @@ def document_row(doc: ScoredDocument, extra: dict | None = None) -> dict:
 
 
 def evaluate_model(loaded, records: Sequence[Record], *, batch_size: int, device,
-                   faithfulness: bool = True) -> tuple[dict, list[dict]]:
-    """A trained run's (``model``, ``vocab``, ``task``) metrics on labelled documents, and the
-    per-document rows."""
+                   faithfulness: bool = True, decoding: Decoding = OWN) -> tuple[dict, list[dict]]:
+    """A trained run's (``model``, ``vocab``, ``task``) metrics on labelled documents decoded as
+    ``decoding`` says, and the per-document rows."""
     unlabelled = [r for r in records if r.label is None]
     if unlabelled:
         raise UserError(f"{unlabelled[0].where}: no label ({len(unlabelled)} such document(s)); evaluate needs "
                         "a label or score per document")
-    metrics = model_metrics(loaded.model, loaded.vocab, loaded.task, records, batch_size=batch_size, device=device)
+    metrics = model_metrics(loaded.model, loaded.vocab, loaded.task, records, batch_size=batch_size, device=device,
+                            decoding=decoding)
     pairs = list(scored_documents(loaded.model, loaded.vocab, loaded.task, records, batch_size=batch_size,
-                                  device=device, faithfulness=faithfulness))
+                                  device=device, faithfulness=faithfulness, decoding=decoding))
     docs = [doc for doc, _ in pairs]
-    if loaded.model.test_rate is not None:
-        metrics["test_rate"] = loaded.model.test_rate.to_json()  # the size asked for; selection_rate is the one reached
+    if decoding.rate is not None:
+        metrics["test_rate"] = decoding.rate.to_json()  # the size asked for; selection_rate is the one reached
     metrics["eraser"] = eraser_scores(docs)
     metrics["faithfulness"] = faithfulness_summary(pairs)
     return metrics, [document_row(doc, extra) for doc, extra in pairs]

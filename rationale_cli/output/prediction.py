@@ -1,44 +1,27 @@
-"""What ``rationale predict`` writes: one JSON line per document, into a file that
-is new (or replaced with ``--force``), never the input itself; JSON never holds NaN."""
+"""One document's prediction as a record (:class:`Rationale`) and its JSON line, written into a
+file that is new (or replaced with ``--force``), never the input itself; JSON never holds NaN."""
 
 from __future__ import annotations
 
 import json
-import math
 import os
+from dataclasses import dataclass
 from itertools import compress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rationale_cli.runtime.atomic import writable_target
 from rationale_cli.runtime.errors import UserError
+from rationale_cli.runtime.safe_json import finite, to_json_line
 from rationale_cli.data.records import mask_to_spans
 
 if TYPE_CHECKING:
     from rationale_cli.runs.inference import Output
 
 
-def finite(value: Any) -> Any:
-    """``value`` with every non-finite float (NaN, infinity) as None, so JSON stays valid."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [finite(v) for v in value]
-    return value
-
-
 def format_prediction(value) -> str:
     """A prediction or label as shown to people: scores to 3 decimals."""
     return f"{value:.3f}" if isinstance(value, float) else str(value)
-
-
-def to_json_line(data: dict) -> str:
-    try:  # the common case, at full speed: every number finite
-        return json.dumps(data, ensure_ascii=False, allow_nan=False) + "\n"
-    except ValueError:
-        return json.dumps(finite(data), ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def check_output(out: Path, source: str | Path) -> None:
@@ -63,27 +46,71 @@ class ScoreText(dict):
 SCORE_TEXT = ScoreText({k / 10_000: repr(k / 10_000) for k in range(10_001)})
 
 
-def prediction_line(result: Output) -> str:
-    """:func:`prediction_json` as one JSON line: what ``to_json_line`` writes for float scores
-    (what inference gives), faster; a zero is written 0.0, an integer score as a float."""
-    head = to_json_line(prediction_json(result, scores=False))
-    return f'{head[:-2]}, "token_scores": [{", ".join(map(SCORE_TEXT.__getitem__, result.scores))}]}}\n'
+@dataclass
+class Rationale:
+    """One document's prediction and rationale, the one record every output is made from
+    (the JSON line, the CSV and Parquet rows, the Python API's result): ``spans`` are token
+    spans (end exclusive), ``char_spans`` character spans into ``text`` (None without raw
+    text), ``selected`` 0/1 per token and ``scores`` the per-token selection scores."""
 
+    id: str
+    tokens: list[str]
+    text: str | None
+    prediction: float | str
+    probabilities: dict[str, float] | None
+    spans: list[tuple[int, int]]
+    char_spans: list[tuple[int, int]] | None
+    selected: list[int]
+    scores: list[float]
+    label: float | str | None = None
 
-def prediction_json(result: Output, scores: bool = True) -> dict:
-    """id, prediction (and class probabilities), rationale token spans (end exclusive),
-    character spans into the raw text when there is one, selected tokens and
-    per-token selection scores (last; not with ``scores=False``); the gold label when the
-    input had one."""
-    record = result.record
-    spans = mask_to_spans(result.selected)
-    line = {"id": record.id, "prediction": result.prediction, **result.extra}
-    if record.label is not None:
-        line["label"] = record.label
-    line["rationale"] = [list(span) for span in spans]
-    if record.offsets is not None:
-        line["char_spans"] = [[record.offsets[start][0], record.offsets[end - 1][1]] for start, end in spans]
-    line["selected_tokens"] = list(compress(record.tokens, result.selected))
-    if scores:
-        line["token_scores"] = result.scores
-    return line
+    @classmethod
+    def of(cls, output: Output) -> Rationale:
+        """The record of one decoded document."""
+        record = output.record
+        spans = mask_to_spans(output.selected)
+        char_spans = None if record.offsets is None else [
+            (record.offsets[start][0], record.offsets[end - 1][1]) for start, end in spans]
+        return cls(id=record.id, tokens=record.tokens, text=record.text, prediction=output.prediction,
+                   probabilities=output.extra.get("probabilities"), spans=spans, char_spans=char_spans,
+                   selected=output.selected, scores=output.scores, label=record.label)
+
+    @property
+    def selected_tokens(self) -> list[str]:
+        return list(compress(self.tokens, self.selected))
+
+    @property
+    def pieces(self) -> list[str]:
+        """The rationale as text: each span's words, from the raw text where there is one."""
+        if self.char_spans is not None:
+            return [self.text[start:end] for start, end in self.char_spans]
+        return [" ".join(self.tokens[start:end]) for start, end in self.spans]
+
+    @property
+    def rationale_text(self) -> str:
+        """The pieces joined with " … " (the ``rationale_text`` column of tables)."""
+        return " … ".join(self.pieces)
+
+    def to_dict(self, scores: bool = True) -> dict[str, Any]:
+        """The line ``rationale predict`` writes: id, prediction (and class probabilities), the
+        gold label when the input had one, rationale token spans (end exclusive), character
+        spans into the raw text when there is one, selected tokens and per-token selection
+        scores (last; not with ``scores=False``)."""
+        line = {"id": self.id, "prediction": self.prediction}
+        if self.probabilities is not None:
+            line["probabilities"] = self.probabilities
+        if self.label is not None:
+            line["label"] = self.label
+        line["rationale"] = [list(span) for span in self.spans]
+        if self.char_spans is not None:
+            line["char_spans"] = [list(span) for span in self.char_spans]
+        line["selected_tokens"] = self.selected_tokens
+        if scores:
+            line["token_scores"] = self.scores
+        return line
+
+    def json_line(self) -> str:
+        """:meth:`to_dict` as one JSON line: what ``to_json_line`` writes for float scores (what
+        inference gives), faster; a zero is written 0.0, an integer score as a float."""
+        head = to_json_line(self.to_dict(scores=False))
+        return f'{head[:-2]}, "token_scores": [{", ".join(map(SCORE_TEXT.__getitem__, self.scores))}]}}\n'

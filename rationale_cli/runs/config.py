@@ -18,14 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from models.architectures import ARCHITECTURES
-from models.options import OptionError, Options, Spec, flag_of, option, specs
+from models.options import OptionError, Options, Spec, option, specs
 from models.selectors import SELECTORS, all_option_specs, selector_class
 from rationale_cli.runtime.devices import DEVICE_NAME
 from rationale_cli.runtime.errors import UserError
+from rationale_cli.runs.flags import flag_of, option_line
 from rationale_cli.runs.keep import Keep
 from rationale_cli.data.readers import FORMATS
 
-DATA, MODEL, TRAINING = "Data", "Model", "Training"
 # old names of --budget, kept for one release: a share, and a token count
 ALIASES = {"selection": float, "k": int}
 # extractors whose old config held their size in ``k`` (the others in ``selection``)
@@ -34,67 +34,58 @@ COUNTED = ("simple", "topk", "corr-topk")
 
 @dataclass
 class TrainConfig:
-    data: str = option("", "Training data: a file, an ERASER folder, or 'demo'.", panel=DATA,
+    data: str = option("", "Training data: a file, an ERASER folder, or 'demo'.",
                        default_text="none: give it here or as data = ... in --config")
-    format: str = option("auto", "Input format.", choices=FORMATS, panel=DATA)
+    format: str = option("auto", "Input format.", choices=FORMATS)
     aspect: int | None = option(None, "Beer aspect: 0 appearance, 1 aroma, 2 palate, 3 taste, 4 overall.",
-                                low=0, high=4, default_text="N of reviews.aspectN", panel=DATA)
+                                low=0, high=4, default_text="N of reviews.aspectN")
     valid: str | None = option(None, "Validation data.", default_text="the data's own split, else a share "
-                               "of the training data", panel=DATA)
+                               "of the training data")
     valid_fraction: float = option(0.1, "Share held out for validation when --valid is not given.", above=0.0,
-                                   high=0.9, panel=DATA)
+                                   high=0.9)
     task: str = option("auto", "auto (numbers: regression, strings: classification), regression or "
-                       "classification.", choices=("auto", "regression", "classification"), panel=DATA)
-    text_col: str = option("text", "CSV/TSV text column.", panel=DATA)
-    label_col: str = option("label", "CSV/TSV label column.", panel=DATA)
+                       "classification.", choices=("auto", "regression", "classification"))
+    text_col: str = option("text", "CSV/TSV text column.")
+    label_col: str = option("label", "CSV/TSV label column.")
     query: bool = option(True, "Let the model read each document's query (ERASER's BoolQ, FEVER, MultiRC, "
-                         "CoS-E): after the document and a [SEP] token, never selected.", negative="--no-query",
-                         panel=DATA)
-    extractor: str = option("hardkuma", "Rationale extractor (see the list below).", choices=SELECTORS,
-                            panel=MODEL)
+                         "CoS-E): after the document and a [SEP] token, never selected.")
+    extractor: str = option("hardkuma", "Rationale extractor (see the list below).", choices=SELECTORS)
     encoder: str | None = option(None, "Architecture (selector and predictor encoders).", choices=ARCHITECTURES,
                                  default_text="the extractor's paper's: l2x for simple, sst-complex for "
-                                 "topk and corr-topk, rcnn otherwise", panel=MODEL)
-    embeddings: str | None = option(None, "Pretrained word vectors, GloVe or word2vec text (.gz too).",
-                                    panel=MODEL)
-    embedding_dim: int = option(200, "Embedding size without --embeddings.", low=1, panel=MODEL)
-    fix_embeddings: bool | None = option(None, "Keep the embeddings fixed.", negative="--train-embeddings",
-                                         default_text="fixed with --embeddings, trained without",
-                                         panel=MODEL)
-    hidden_size: int = option(200, "Encoder hidden size per direction (filters for convolutions).", low=1,
-                              panel=MODEL)
-    dropout: float = option(0.1, "Dropout.", low=0.0, high=0.9, panel=MODEL)
-    min_freq: int = option(1, "Minimum token frequency for the vocabulary.", low=1, panel=MODEL)
-    max_vocab: int | None = option(None, "Maximum vocabulary size.", low=2, default_text="unlimited",
-                                   panel=MODEL)
-    epochs: int = option(20, "Maximum epochs.", low=1, panel=TRAINING)
-    batch_size: int = option(256, "Batch size.", low=1, panel=TRAINING)
-    lr: float = option(4e-4, "Adam learning rate.", above=0.0, panel=TRAINING)
-    weight_decay: float = option(1e-6, "Weight decay.", low=0.0, panel=TRAINING)
+                                 "topk and corr-topk, rcnn otherwise")
+    embeddings: str | None = option(None, "Pretrained word vectors, GloVe or word2vec text (.gz too).")
+    embedding_dim: int = option(200, "Embedding size without --embeddings.", low=1)
+    fix_embeddings: bool | None = option(None, "Keep the embeddings fixed.",
+                                         default_text="fixed with --embeddings, trained without")
+    hidden_size: int = option(200, "Encoder hidden size per direction (filters for convolutions).", low=1)
+    dropout: float = option(0.1, "Dropout.", low=0.0, high=0.9)
+    min_freq: int = option(1, "Minimum token frequency for the vocabulary.", low=1)
+    max_vocab: int | None = option(None, "Maximum vocabulary size.", low=2, default_text="unlimited")
+    epochs: int = option(20, "Maximum epochs.", low=1)
+    batch_size: int = option(256, "Batch size.", low=1)
+    lr: float = option(4e-4, "Adam learning rate.", above=0.0)
+    weight_decay: float = option(1e-6, "Weight decay.", low=0.0)
     lr_decay: float = option(1.0, "Multiply the learning rate by this when validation loss does not improve "
-                             "(1: off).", above=0.0, high=1.0, panel=TRAINING)
+                             "(1: off).", above=0.0, high=1.0)
     lr_final: float = option(1.0, "Decay the learning rate linearly, update by update, to this multiple of --lr "
                              "over --lr-decay-epochs, then hold it (the schedule of Paulus et al., 2020, "
-                             "appendix D.6; 1: off).", above=0.0, high=1.0, panel=TRAINING)
+                             "appendix D.6; 1: off).", above=0.0, high=1.0)
     lr_decay_epochs: int | None = option(None, "Epochs of the linear decay to --lr-final.", low=1,
-                                         default_text="all --epochs", panel=TRAINING)
-    clip: float = option(5.0, "Gradient norm clipping, 0 = off.", low=0.0, panel=TRAINING)
-    patience: int = option(5, "Early stopping after this many epochs without improvement, 0 = off.", low=0,
-                           panel=TRAINING)
+                                         default_text="all --epochs")
+    clip: float = option(5.0, "Gradient norm clipping, 0 = off.", low=0.0)
+    patience: int = option(5, "Early stopping after this many epochs without improvement, 0 = off.", low=0)
     keep: str = option("best-loss", "The epoch whose weights are kept: best-loss (lowest validation loss) or "
                        "best-loss-at-rate (the lowest among epochs whose decoded validation selection rate is "
                        "within --rate-tolerance of the --budget target; extractors that hold a rate).",
-                       choices=("best-loss", "best-loss-at-rate"), panel=TRAINING)
+                       choices=("best-loss", "best-loss-at-rate"))
     rate_tolerance: float = option(0.02, "How far from the target (a share: 0.02 = 2 points) a kept epoch's "
-                                   "validation rate may be, with --keep best-loss-at-rate.", low=0.0, high=1.0,
-                                   panel=TRAINING)
+                                   "validation rate may be, with --keep best-loss-at-rate.", low=0.0, high=1.0)
     save_epochs: bool = option(False, "Also keep every epoch's weights, in epochs/epoch-N.safetensors of the run "
-                               "directory (each as large as model.safetensors), for `evaluate --epoch N`.",
-                               negative="--no-save-epochs", panel=TRAINING)
+                               "directory (each as large as model.safetensors), for `evaluate --epoch N`.")
     time_limit: float = option(0.0, "Minutes of training at most: no epoch is started that the slowest one "
-                               "so far says would end later, 0 = off.", low=0.0, panel=TRAINING)
-    seed: int = option(0, "Random seed.", low=0, panel=TRAINING)
-    device: str = option("auto", "auto, cpu, cuda or cuda:N.", panel=TRAINING)
+                               "so far says would end later, 0 = off.", low=0.0)
+    seed: int = option(0, "Random seed.", low=0)
+    device: str = option("auto", "auto, cpu, cuda or cuda:N.")
     options: Options | None = None  # the extractor's own, declared by its selector
 
     def __post_init__(self) -> None:
@@ -214,7 +205,7 @@ def resolve(config_file: str | Path | None, cli: dict[str, Any]) -> TrainConfig:
         where = f"{config_file}: " if err.name in from_file and err.name not in from_cli else ""
         old = [flag_of(name) for name in ALIASES if cli.get(name) is not None]
         said = f" (given as {old[0]})" if err.name == "budget" and old else ""
-        raise UserError(f"{where}{err}{said}") from None
+        raise UserError(f"{where}{option_line(err)}{said}") from None
 
 
 def from_saved(data: dict[str, Any], source: str) -> TrainConfig:
@@ -234,7 +225,7 @@ def from_saved(data: dict[str, Any], source: str) -> TrainConfig:
     try:
         return from_values(data, ranges=False)
     except (OptionError, UserError) as err:
-        raise UserError(f"{source}: {err}") from None
+        raise UserError(f"{source}: {option_line(err) if isinstance(err, OptionError) else err}") from None
 
 
 RESUMABLE = ("data", "format", "aspect", "valid", "valid_fraction", "text_col", "label_col",
@@ -253,4 +244,4 @@ def resume_config(saved: dict[str, Any], cli: dict[str, Any], source: str) -> Tr
     try:
         return dataclasses.replace(config, **{k: TRAIN_SPECS[k].check(v) for k, v in given.items()})
     except OptionError as err:
-        raise UserError(str(err)) from None
+        raise UserError(option_line(err)) from None

@@ -1,4 +1,6 @@
-"""Running a trained model over documents: test-time rationales, predictions, metrics."""
+"""Running a trained model over documents: test-time rationales, predictions, metrics, and the
+decoding a user asks for (:class:`models.decoding.Decoding`: a rate per document or over a
+corpus, a transition cost)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,9 @@ from rationale_cli.metrics.scores import RationaleScores
 from rationale_cli.data.records import Record
 from rationale_cli.runs.task import Task
 from rationale_cli.data.vocab import UNK, Vocab
+from rationale_cli.runtime.errors import UserError
+from models.budget import Budget
+from models.decoding import OWN, Decoding
 from models.model import RationaleModel
 
 
@@ -48,16 +53,17 @@ def rounded(values: Tensor, decimals: int) -> Tensor:
 
 
 def decoded_batches(model: RationaleModel, vocab: Vocab, records: Iterable[Record], batch_size: int,
-                    device: str | torch.device, task: Task | None = None):
-    """Each batch of ``records`` (``capped_batches``) with its decoding ``(chunk, batch, z, scores,
-    outputs)``, the model in eval mode meanwhile; with ``task``, labelled batches carry targets."""
+                    device: str | torch.device, task: Task | None = None, decoding: Decoding = OWN):
+    """Each batch of ``records`` (``capped_batches``) decoded as ``decoding`` says: ``(chunk, batch,
+    z, scores, outputs)``, the model in eval mode meanwhile; with ``task``, labelled batches carry
+    targets."""
     was_training = model.training
     model.eval()
     try:
         for chunk in capped_batches(records, batch_size):
             labelled = task is not None and all(r.label is not None for r in chunk)
             batch = make_batch(chunk, vocab, task if labelled else None, device)
-            yield (chunk, batch, *model.decode(batch.ids, batch.mask, batch.visible))
+            yield (chunk, batch, *model.decode(batch.ids, batch.mask, batch.visible, decoding))
     finally:
         model.train(was_training)
 
@@ -70,11 +76,13 @@ def run_model(
     *,
     batch_size: int = 64,
     device: str | torch.device = "cpu",
+    decoding: Decoding = OWN,
 ) -> Iterator[Output]:
-    """Decoded rationale and prediction per document, in input order, streaming (without
+    """Decoded rationale and prediction per document (decoded as ``decoding`` says), in input
+    order, streaming (without
     gradients; not under ``torch.inference_mode``, since some extractors' test-time
     marginals are gradients of their log-partition)."""
-    for chunk, batch, z, scores, outputs in decoded_batches(model, vocab, records, batch_size, device, task):
+    for chunk, batch, z, scores, outputs in decoded_batches(model, vocab, records, batch_size, device, task, decoding):
         labelled = batch.targets is not None
         losses = task.loss(outputs, batch.targets).tolist() if labelled else [None] * len(chunk)
         selected, scores = (z != 0).int().tolist(), rounded(scores, 4).tolist()
@@ -93,13 +101,15 @@ def run_model(
 
 
 def corpus_threshold(model: RationaleModel, vocab: Vocab, records: Iterable[Record], share: float, *,
-                     batch_size: int = 64, device: str | torch.device = "cpu") -> float:
+                     batch_size: int = 64, device: str | torch.device = "cpu", coherence: float | None = None) -> float:
     """The score of the round(share x N)-th best of the N selectable tokens of all the documents
-    under the extractor's own decoding: as ``model.test_threshold``, decoding then keeps ``share``
+    under the extractor's own decoding (with ``coherence``, if given, as its transition cost): as
+    ``Decoding(threshold=...)``, decoding then keeps ``share``
     of the corpus's tokens (more where scores tie at the threshold, fewer where fewer are scored
     above 0), each document those scored at least that."""
     kept = []
-    for _, batch, _, scores, _ in decoded_batches(model, vocab, records, batch_size, device):
+    for _, batch, _, scores, _ in decoded_batches(model, vocab, records, batch_size, device,
+                                                  decoding=Decoding(coherence=coherence)):
         selectable = batch.mask if batch.visible is None else batch.mask - batch.visible
         kept.append(scores[selectable > 0].float().cpu())
     scores = torch.cat(kept) if kept else torch.zeros(0)
@@ -109,13 +119,60 @@ def corpus_threshold(model: RationaleModel, vocab: Vocab, records: Iterable[Reco
     return float(torch.topk(scores, wanted).values[-1])
 
 
-def evaluate(model, vocab, task, records, *, batch_size=64, device="cpu") -> dict:
+def evaluate(model, vocab, task, records, *, batch_size=64, device="cpu", decoding: Decoding = OWN) -> dict:
     """Task metric, mean task loss and rationale scores over labelled documents."""
     task_scores = task.scores()
     rationale = RationaleScores()
     losses = []
-    for out in run_model(model, vocab, task, records, batch_size=batch_size, device=device):
+    for out in run_model(model, vocab, task, records, batch_size=batch_size, device=device, decoding=decoding):
         task_scores.add(out.prediction, out.record.label)
         rationale.add(out.selected, out.record.gold_mask())
         losses.append(out.loss)
     return {"loss": sum(losses) / max(len(losses), 1), **task_scores.result(), **rationale.result()}
+
+
+def asked_decoding(loaded, *, rate: str | None = None, coherence: float | None = None) -> Decoding:
+    """The decoding a user asked of the run ``loaded`` (its ``config`` and ``model``): each
+    document at ``rate`` (a share or a count, ``--rate``) and/or with ``coherence`` as the
+    transition cost of a mask-set extractor (``--coherence``); one error line otherwise."""
+    if coherence is not None:
+        if "coherence" not in loaded.model.selector.decode_settings:
+            raise UserError(f"--coherence {coherence}: decoding with a transition cost applies to sparsemap and "
+                            f"topk-sparsemax runs, not --extractor {loaded.config.extractor}")
+        if coherence < 0:
+            raise UserError(f"--coherence {coherence}: expected a number >= 0")
+    return Decoding(rate=None if rate is None else rate_budget(loaded.config, rate), coherence=coherence)
+
+
+def rate_budget(config, rate: str) -> Budget:
+    """``rate`` as a :class:`models.budget.Budget` for a run of ``config``, or one error line."""
+    if config.extractor == "full":
+        raise UserError("--rate: the full extractor scores every token alike, so it has no best tokens to keep")
+    try:
+        return Budget.parse(rate)
+    except ValueError as err:
+        raise UserError(f"--rate {err}") from None
+
+
+def at_corpus_rate(loaded, rate: str, records: Iterable[Record], *, coherence: float | None = None,
+                   batch_size: int = 64, device: str | torch.device = "cpu") -> tuple[Decoding, float]:
+    """Every document decoded at one score threshold that keeps the share ``rate`` of all the
+    ``records``' tokens (:func:`corpus_threshold`; ``--rate-over corpus``), and that share."""
+    share = rate_budget(loaded.config, rate).share
+    if share is None:
+        raise UserError(f"--rate {rate} --rate-over corpus: expected a share of the corpus's tokens, not a count")
+    try:
+        threshold = corpus_threshold(loaded.model, loaded.vocab, records, share, batch_size=batch_size,
+                                     device=device, coherence=coherence)
+    except ValueError as err:
+        raise UserError(f"--rate-over corpus: {err}") from None
+    return Decoding(threshold=threshold, coherence=coherence), share
+
+
+def decoding_metrics(decoding: Decoding, corpus_share: float | None = None) -> dict:
+    """What evaluate reports, beside its metrics, of a decoding at a transition cost or over a
+    corpus (a rate per document is in the metrics themselves)."""
+    reported = {} if decoding.coherence is None else {"test_coherence": decoding.coherence}
+    if corpus_share is not None:
+        reported.update(test_rate=corpus_share, test_rate_over="corpus", test_threshold=decoding.threshold)
+    return reported

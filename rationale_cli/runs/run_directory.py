@@ -17,11 +17,11 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from rationale_cli import __version__
+from rationale_cli.runtime.version import VERSION
 from rationale_cli.runtime.atomic import atomic_path, write_text_atomic
 from rationale_cli.runs.config import TrainConfig, from_saved
 from rationale_cli.runtime.errors import UserError
-from rationale_cli.output.prediction import finite
+from rationale_cli.runtime.safe_json import finite
 from rationale_cli.runs.task import Task, task_from_dict
 from rationale_cli.data.vocab import Vocab
 from models.model import RationaleModel
@@ -39,7 +39,7 @@ def write_json(path: Path, data) -> None:
 def versions() -> dict:
     return {
         "format_version": FORMAT_VERSION,
-        "rationale_cli": __version__,
+        "rationale_cli": VERSION,
         "torch": torch.__version__,
         "python": platform.python_version(),
     }

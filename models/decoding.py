@@ -1,0 +1,47 @@
+"""Test-time decoding settings, an argument of :meth:`RationaleModel.decode` rather than state
+on the model: the same trained weights decode the extractor's own way, at a rate, at a score
+threshold, or with another transition cost.
+
+- ``rate``: each document keeps its best-scored tokens, that share or count of them
+  (a :class:`~models.budget.Budget`, or what ``Budget.parse`` reads: 0.13, 10, "k=10"),
+  never a token scored 0 (outside a sparse support);
+- ``threshold``: each document keeps the tokens scored at least this (never 0); one threshold
+  for a whole corpus holds a rate over the corpus (``rationale_cli.runs.inference.corpus_threshold``);
+- ``coherence``: the cost per 0/1 transition between adjacent tokens that a mask-set
+  selector subtracts from every mask's score (Lei et al.'s coherence inside the score,
+  :mod:`models.selectors.mask_set`); None keeps the trained one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from models.budget import Budget
+
+
+@dataclass(frozen=True)
+class Decoding:
+    rate: Budget | float | int | str | None = None
+    threshold: float | None = None
+    coherence: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.rate is not None and not isinstance(self.rate, Budget):
+            object.__setattr__(self, "rate", Budget.parse(str(self.rate)))
+        if self.rate is not None and self.threshold is not None:
+            raise ValueError("decode at a rate or at a threshold, not both")
+        if self.coherence is not None and self.coherence < 0:
+            raise ValueError(f"coherence {self.coherence:g}: expected a number >= 0")
+
+    def selector_arguments(self) -> dict:
+        """What the selector's own decoding takes (:attr:`Selector.decode_settings`)."""
+        return {} if self.coherence is None else {"coherence": self.coherence}
+
+    def to_json(self) -> dict:
+        """The settings that differ from the extractor's own decoding, JSON-ready."""
+        return {**({"rate": str(self.rate)} if self.rate is not None else {}),
+                **({"threshold": self.threshold} if self.threshold is not None else {}),
+                **({"coherence": self.coherence} if self.coherence is not None else {})}
+
+
+OWN = Decoding()  # the extractor's own decoding

@@ -1,0 +1,236 @@
+"""What the commands share: the Typer ``app`` they register on, the consoles, the
+:func:`friendly` error wrapper, option checks and help texts used by several commands,
+the progress reporter and the tables of scores."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from pathlib import Path
+from typing import Optional
+
+import typer
+import typer.core
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from rationale_cli.data.readers import FORMATS
+from rationale_cli.runtime.errors import UserError
+
+
+def unlabelled_help(cls):
+    """A typer command class whose ``--help`` is shown as the switch it is (no ``<bool>``)."""
+
+    class Unlabelled(cls):
+        def get_help_option(self, ctx):
+            option = super().get_help_option(ctx)
+            if option is not None:
+                option.metavar = ""
+            return option
+
+    return Unlabelled
+
+
+Command = unlabelled_help(typer.core.TyperCommand)
+
+app = typer.Typer(
+    cls=unlabelled_help(typer.core.TyperGroup),
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Rationale extraction: train select-then-predict models, then predict, explain and evaluate their rationales.",
+)
+
+FORMAT_HELP = ", ".join(FORMATS)
+RUN_HELP = "Run directory from `rationale train`."
+ASPECT_HELP = "Beer aspect (default: the run's)."
+SPLIT_HELP = "Split of an ERASER folder or of the demo corpus: train, val or test."
+BATCH_HELP = "Documents per batch (at least 1)."
+DEVICE_HELP = "auto, cpu or cuda."
+PER_DOCUMENT_HELP = "Also write each document's scores here (JSONL)."
+
+
+def show_version(value: bool) -> None:
+    if value:
+        from rationale_cli.runtime.version import VERSION
+
+        typer.echo(f"rationale-cli {VERSION}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(
+    version: bool = typer.Option(False, "--version", callback=show_version, is_eager=True, metavar="",
+                                 help="Print the version and exit."),
+):
+    """Rationale extraction: train select-then-predict models, then predict, explain and evaluate their rationales."""
+
+
+def stderr() -> Console:
+    """Progress and messages; no markup, so paths and texts print as they are."""
+    return Console(stderr=True, soft_wrap=True, markup=False)
+
+
+def stdout() -> Console:
+    return Console(markup=False)
+
+
+def friendly(command):
+    """Turn a UserError into one red line on stderr and exit status 2."""
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except UserError as err:
+            stderr().print(Text(f"error: {err}", style="bold red"), soft_wrap=True)
+            raise typer.Exit(2) from None
+        except FloatingPointError as err:  # a model whose scores left the range its extractor can use
+            stderr().print(Text(f"error: non-finite or out-of-range values in the model ({err})", style="bold red"),
+                           soft_wrap=True)
+            raise typer.Exit(2) from None
+        except KeyboardInterrupt:
+            stderr().print(Text("interrupted", style="bold red"))
+            raise typer.Exit(130) from None
+
+    return wrapper
+
+
+def check_at_least(flag: str, value: int, low: int) -> None:
+    if value < low:
+        raise UserError(f"{flag} {value}: expected an integer >= {low}")
+
+
+def load_for_inference(run: Path, device: str, epoch: int | None = None):
+    """The run directory ``run`` loaded on ``device`` (auto resolved), and that device."""
+    from rationale_cli.runtime.devices import resolve_device
+    from rationale_cli.runs.run_directory import load_run
+
+    dev = resolve_device(device)
+    return load_run(run, dev, epoch), dev
+
+
+def signal_name(number: int) -> str:
+    import signal
+
+    return signal.Signals(number).name
+
+
+@contextlib.contextmanager
+def progress_reporter(console: Console, total: int | None, every: float = 10.0, doing: str = "predicting",
+                      unit: str = "documents"):
+    """``advance(n)`` for the units done: a bar with percentage and ETA on a terminal
+    (a spinner without ``total``), else a plain line every ``every`` seconds."""
+    import time
+
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    if not console.is_terminal:
+        state = {"done": 0, "last": time.monotonic(), "start": time.monotonic()}
+
+        def advance(n: int) -> None:
+            state["done"] += n
+            now = time.monotonic()
+            if now - state["last"] >= every:
+                state["last"] = now
+                rate = state["done"] / (now - state["start"])
+                share = f" of {total:,} ({100 * state['done'] / total:.0f}%)" if total else ""
+                eta = f", {max(total - state['done'], 0) / rate:,.0f}s left" if total and rate else ""
+                speed = f"{rate:,.0f}" if rate >= 10 else f"{rate:.2g}"
+                console.print(f"{doing}: {state['done']:,}{share} {unit}, {speed}/s{eta}", highlight=False)
+
+        yield advance
+        return
+    columns = [SpinnerColumn(), TextColumn("{task.description}"), TextColumn("{task.completed:,} " + unit),
+               TimeElapsedColumn()]
+    if total:
+        columns = [TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+                   TextColumn("{task.completed:,}/{task.total:,}"), TimeRemainingColumn()]
+    with Progress(*columns, console=console, transient=True) as bar:
+        job = bar.add_task(doing, total=total)
+        yield lambda n: bar.update(job, advance=n)
+
+
+CHANCE = {"precision": "gold_share", "mse": "mse_of_mean", "accuracy": "majority_accuracy"}
+
+
+def shown_value(key: str, value) -> str:
+    if value is None:
+        return "-"
+    if key in ("mse", "mae", "mse_of_mean"):
+        return f"{value:.5f}"
+    if key in ("documents", "documents_with_gold"):
+        return f"{value:,}"
+    if key == "test_rate":
+        return f"k={value}" if isinstance(value, int) else f"{100 * value:.1f}%"
+    if key == "test_rate_over":
+        return value
+    if key == "test_threshold":
+        return f"{value:.4g}"
+    if key in ("transitions",):
+        return f"{value:.2f}"
+    return f"{100 * value:.1f}%"
+
+
+def metrics_table(metrics: dict) -> Table:
+    """The toolkit's scores, with the chance level beside those that have one."""
+    table = Table()
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_column("chance", justify="right", style="dim")
+    order = ["mse", "mae", "accuracy", "macro_f1", "test_rate", "test_rate_over", "test_threshold", "test_coherence",
+             "selection_rate", "precision", "recall", "f1",
+             "precision_macro", "recall_macro", "f1_macro", "transitions", "documents", "documents_with_gold"]
+    for key in order:
+        if key in metrics:
+            chance = CHANCE.get(key)
+            table.add_row(key, shown_value(key, metrics[key]),
+                          shown_value(chance, metrics.get(chance)) if chance in metrics else "")
+    return table
+
+
+def eraser_table(metrics: dict) -> Table | None:
+    """ERASER's headline scores and the faithfulness of the rationales."""
+    eraser = metrics.get("eraser", {})
+    # a model's reruns, else the faithfulness scores a results file supplied
+    faith = metrics.get("faithfulness") or eraser.get("classification_scores", {})
+    rows = []
+    if "token_prf" in eraser:
+        rows += [("token F1 (macro, ERASER)", eraser["token_prf"]["instance_macro"]["f1"]),
+                 (f"IOU F1 @{eraser['iou_scores'][0]['threshold']:g} (macro)", eraser["iou_scores"][0]["macro"]["f1"]),
+                 ("span match F1 (micro)", eraser["rationale_prf"]["instance_micro"]["f1"])]
+    soft = eraser.get("token_soft_metrics", {})
+    rows += [(name, soft[key]) for name, key in (("AUPRC", "auprc"), ("average precision", "average_precision"),
+                                                 ("ROC-AUC", "roc_auc_score")) if key in soft]
+    for key in ("comprehensiveness", "sufficiency", "comprehensiveness_aopc", "sufficiency_aopc",
+                "predictor_on_rationale", "predictor_on_complement"):
+        if faith.get(key) is not None:
+            rows.append((key.replace("_", " "), faith[key]))
+    if not rows:
+        return None
+    table = Table()
+    table.add_column("ERASER / faithfulness")
+    table.add_column("value", justify="right")
+    for name, value in rows:
+        table.add_row(name, "-" if value is None else f"{value:.3f}")
+    return table
+
+
+def print_scores(metrics: dict, title: str, json_out: Optional[Path], per_document: Optional[Path],
+                 rows: list[dict]) -> None:
+    """The tables (on standard error when the JSON goes to standard output), then the files."""
+    from rationale_cli.evaluation.score_files import to_standard_output, write_document_scores, write_metrics
+
+    shown = stderr() if to_standard_output(json_out, per_document) else stdout()  # standard output holds data then
+    shown.print(title, soft_wrap=True, highlight=False, style="bold")
+    shown.print(metrics_table(metrics))
+    extra = eraser_table(metrics)
+    if extra is not None:
+        shown.print(extra)
+    if json_out is not None:
+        write_metrics(json_out, metrics)
+        stderr().print(f"wrote {json_out}", highlight=False)
+    if per_document is not None:
+        write_document_scores(per_document, rows)
+        stderr().print(f"wrote {len(rows):,} document scores to {per_document}", highlight=False)

@@ -1,0 +1,56 @@
+"""``rationale evaluate``: a run's scores on labelled documents
+(:func:`rationale_cli.evaluation.scoring.evaluate_model`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from rationale_cli.cli._decoding import COHERENCE_HELP, RATE_HELP, RATE_OVER_HELP, check_rate_over, parse_decoding
+from rationale_cli.runs.inference import asked_decoding
+from rationale_cli.cli._util import (ASPECT_HELP, BATCH_HELP, DEVICE_HELP, FORMAT_HELP, PER_DOCUMENT_HELP, RUN_HELP,
+                                     SPLIT_HELP, Command, app, check_at_least, friendly, load_for_inference,
+                                     print_scores)
+
+
+@app.command(cls=Command)
+@friendly
+def evaluate(
+    run: Path = typer.Argument(..., help=RUN_HELP),
+    data: str = typer.Argument(..., help="Labelled documents, with gold rationales for precision (or 'demo')."),
+    format: str = typer.Option("auto", help=f"Input format: {FORMAT_HELP}."),
+    aspect: Optional[int] = typer.Option(None, help=ASPECT_HELP),
+    split: str = typer.Option("test", help=SPLIT_HELP),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the metrics as JSON here."),
+    per_document: Optional[Path] = typer.Option(None, help=PER_DOCUMENT_HELP),
+    faithfulness: bool = typer.Option(True, "--faithfulness/--no-faithfulness", help="Rerun the model on the "
+                                      "documents without their rationale, on the rationale alone and per AOPC "
+                                      "bin (12 more passes)."),
+    rate: Optional[str] = typer.Option(None, help=RATE_HELP),
+    rate_over: str = typer.Option("document", help=RATE_OVER_HELP),
+    coherence: Optional[float] = typer.Option(None, help=COHERENCE_HELP),
+    epoch: Optional[int] = typer.Option(None, help="Evaluate the weights of this epoch (kept by `train "
+                                        "--save-epochs`) instead of the kept epoch's."),
+    batch_size: int = typer.Option(64, help=BATCH_HELP),
+    device: str = typer.Option("auto", help=DEVICE_HELP),
+):
+    """Task metric, token precision/recall/F1 against gold rationales with chance levels,
+    ERASER's metrics and the faithfulness of the rationales."""
+    from rationale_cli.data import sources
+    from rationale_cli.evaluation.score_files import check_score_outputs
+    from rationale_cli.evaluation.scoring import evaluate_model
+
+    check_at_least("--batch-size", batch_size, 1)
+    check_score_outputs(json_out, per_document)
+    check_rate_over(rate, rate_over)
+    loaded, dev = load_for_inference(run, device, epoch)
+    asked_decoding(loaded, coherence=coherence)
+    records = list(sources.run_documents(data, loaded.config, fmt=format, aspect=aspect, split=split))
+    decoding, asked = parse_decoding(loaded, rate, rate_over, coherence, records=records, batch_size=batch_size,
+                                     device=dev)
+    metrics, rows = evaluate_model(loaded, records, batch_size=batch_size, device=dev, faithfulness=faithfulness,
+                                   decoding=decoding)
+    metrics.update(asked)
+    print_scores(metrics, f"{run.name} on {data}", json_out, per_document, rows)

@@ -1,0 +1,50 @@
+"""``rationale explain``: documents with their rationale highlighted (:mod:`rationale_cli.output.explain`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from rationale_cli.cli._decoding import COHERENCE_HELP
+from rationale_cli.runs.inference import asked_decoding
+from rationale_cli.cli._util import (ASPECT_HELP, DEVICE_HELP, FORMAT_HELP, RUN_HELP, Command, app, check_at_least,
+                                     friendly, load_for_inference, stderr, stdout)
+from rationale_cli.runtime.atomic import writable_target
+
+
+@app.command(cls=Command)
+@friendly
+def explain(
+    run: Path = typer.Argument(..., help=RUN_HELP),
+    text: Optional[str] = typer.Argument(None, help="A text to explain."),
+    input: Optional[str] = typer.Option(None, "--input", "-i", help="Documents to explain (a file, folder or 'demo')."),
+    format: str = typer.Option("auto", help=f"Input format: {FORMAT_HELP}."),
+    aspect: Optional[int] = typer.Option(None, help=ASPECT_HELP),
+    limit: int = typer.Option(5, help="Explain at most this many documents from --input, 0 = all."),
+    html: Optional[Path] = typer.Option(None, help="Also write a self-contained HTML page here."),
+    coherence: Optional[float] = typer.Option(None, help=COHERENCE_HELP),
+    device: str = typer.Option("auto", help=DEVICE_HELP),
+):
+    """Show documents with their rationale highlighted (against gold where present)."""
+    from rationale_cli.output.explain import check_request, explain_documents
+    from rationale_cli.output.render import print_documents, render_html
+    from rationale_cli.runtime.atomic import write_text_atomic
+
+    check_request(text, input)
+    check_at_least("--limit", limit, 0)
+    if html is not None and str(html) != "-":
+        writable_target(html)
+    loaded, dev = load_for_inference(run, device)
+    decoding = asked_decoding(loaded, coherence=coherence)
+    results, more = explain_documents(loaded, dev, text=text, input=input, format=format, aspect=aspect, limit=limit,
+                                      decoding=decoding)
+    console = stderr() if str(html) == "-" else stdout()  # standard output holds the page then
+    items = print_documents(console, results)
+    if more:
+        stderr().print(f"the first {limit} documents of {input} shown; it has more (--limit N, or --limit 0 for all)",
+                       highlight=False)
+    if html is not None:
+        write_text_atomic(html, render_html(items, title=f"Rationales of {run.name}"))
+        stderr().print(f"wrote {html}", highlight=False)

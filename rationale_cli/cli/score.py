@@ -1,0 +1,36 @@
+"""``rationale score``: a predictions file against gold, without a model
+(:func:`rationale_cli.evaluation.scoring.score_file`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from rationale_cli.cli._util import FORMAT_HELP, PER_DOCUMENT_HELP, SPLIT_HELP, Command, app, friendly, print_scores
+
+
+@app.command(cls=Command)
+@friendly
+def score(
+    predictions: Path = typer.Argument(..., help="Predictions: `rationale predict` JSONL or an ERASER results "
+                                       "file (from any tool)."),
+    gold: str = typer.Argument(..., help="Gold documents: an ERASER folder, beer annotations, JSONL with "
+                               "rationale spans, or 'demo'."),
+    format: str = typer.Option("auto", help=f"Gold format: {FORMAT_HELP}."),
+    aspect: Optional[int] = typer.Option(None, help="Beer aspect of the gold annotations."),
+    split: str = typer.Option("test", help=SPLIT_HELP),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the scores as JSON here."),
+    per_document: Optional[Path] = typer.Option(None, help=PER_DOCUMENT_HELP),
+):
+    """Score an existing predictions file against gold, without a model: token and span
+    agreement, soft-score metrics and, from the scores the file holds, faithfulness."""
+    from rationale_cli.data import sources
+    from rationale_cli.evaluation.score_files import check_score_outputs
+    from rationale_cli.evaluation.scoring import score_file
+
+    check_score_outputs(json_out, per_document)
+    records = list(sources.stream(gold, split, fmt=format, aspect=aspect))
+    metrics, rows = score_file(predictions, records)
+    print_scores(metrics, f"{predictions} against {gold}", json_out, per_document, rows)
