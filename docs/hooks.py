@@ -135,6 +135,15 @@ def flag(name: str) -> str:
     return flag_of(name)
 
 
+def flagged(text: str) -> str:
+    """A declared text (a summary, a role) with the options it names written as flags."""
+    try:
+        from models.options import spelled
+    except ImportError:  # pragma: no cover - an older tree, whose texts spell the flags themselves
+        return text
+    return spelled(text, flag)
+
+
 def extractor_rows() -> list[dict[str, str]]:
     """One dict per registered extractor, in registry order."""
     from models.selectors import SELECTORS, option_specs
@@ -145,8 +154,8 @@ def extractor_rows() -> list[dict[str, str]]:
         budget = specs.get("budget")
         rows.append({
             "name": name,
-            "summary": cls.summary,
-            "budget": budget.role if budget is not None else "-",
+            "summary": flagged(cls.summary),
+            "budget": flagged(budget.role) if budget is not None else "-",
             "default": budget.default_shown() if budget is not None else "-",
             "encoder": cls.default_encoder,
             "options": " ".join(flag(option) for option in specs) or "-",

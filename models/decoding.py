@@ -21,6 +21,9 @@ from models.budget import Budget
 
 @dataclass(frozen=True)
 class Decoding:
+    """How a model decodes at test time: ``rate`` (a Budget, or a share or count such as 0.13
+    or 10), ``threshold`` or ``coherence``; all None is the extractor's own decoding."""
+
     rate: Budget | float | int | str | None = None
     threshold: float | None = None
     coherence: float | None = None

@@ -5,7 +5,10 @@ An extractor declares its options as a frozen dataclass of :func:`option` fields
 Everything else reads the declarations: the TOML keys, the configuration saved in a
 run, the one validation path (:meth:`Spec.check`), whose errors name the option and
 what is allowed, and whatever shows options to people (how a command line spells
-and groups them is its own business, not part of a declaration).
+and groups them is its own business, not part of a declaration). A text that names
+another option (a help, a role, an extractor's summary, what an error allows) names
+it by its declared name as a placeholder, ``{budget}``, which :func:`spelled` writes
+out as its reader spells options.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ class OptionError(ValueError):
     (``known``: the ones it has); ``needs``: the boolean option without which it means nothing.
 
     ``str()`` names options as they are declared; :meth:`describe` spells them as a caller
-    shows them (a command line, as its flags)."""
+    shows them (a command line, as its flags). ``allowed`` may name options as placeholders
+    (:func:`spelled`)."""
 
     def __init__(self, name: str, value: Any, allowed: str, *, extractor: str | None = None,
                  unknown: bool = False, needs: str | None = None, known: tuple[str, ...] = ()):
@@ -44,12 +48,27 @@ class OptionError(ValueError):
         if self.needs:
             return f"{spell(self.name)} {shown(self.value)}: applies to {who} only with {spell(self.needs)}"
         expects = f"{who} expects" if self.extractor else "expected"
-        return f"{spell(self.name)} {shown(self.value)}: {expects} {self.allowed}"
+        return f"{spell(self.name)} {shown(self.value)}: {expects} {spelled(self.allowed, spell)}"
 
     def of(self, extractor: str) -> OptionError:
         """The same error, naming the extractor."""
         return OptionError(self.name, self.value, self.allowed, extractor=extractor, unknown=self.unknown,
                            needs=self.needs, known=self.known)
+
+
+class _Spelling(dict):
+    def __init__(self, spell: Callable[[str], str]):
+        super().__init__()
+        self.spell = spell
+
+    def __missing__(self, name: str) -> str:
+        return self.spell(name)
+
+
+def spelled(text: str, spell: Callable[[str], str] = str) -> str:
+    """``text`` with each option it names as a placeholder (``{budget}``) written as ``spell``
+    writes option names: plain (``budget``) by default; a command line gives its flags."""
+    return text.format_map(_Spelling(spell))
 
 
 def shown(value: Any) -> str:

@@ -61,7 +61,8 @@ class Selector(nn.Module):
     ``Options``: the extractor's declared options (:mod:`models.options`); the
     constructor takes them as keywords, checked, and keeps them as ``self.options``.
     ``needs_states``: whether the model must run a selector encoder for it
-    (``full`` does not). ``summary``: one line for ``--help`` and the README;
+    (``full`` does not). ``summary``: one line for whatever lists the extractors, naming
+    options as placeholders (``{budget}``, :func:`models.options.spelled`);
     ``default_encoder``: the architecture of the extractor's paper. ``decode_settings``: the
     test-time settings (:class:`models.decoding.Decoding` fields) its :meth:`decode_with_scores`
     takes as keywords.

@@ -363,7 +363,9 @@ def test_a_run_saved_before_budgets_still_loads_and_predicts(run_dir, tmp_path):
 
 
 def test_readme_extractor_table_agrees_with_the_declarations():
+    from models.options import spelled
     from models.selectors import SELECTORS, option_specs
+    from rationale_cli.runs.flags import flag_of
 
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     table = readme.split("| `--extractor` | what it selects | `--budget` is | default |")[1].split("\n\n")[0]
@@ -374,5 +376,22 @@ def test_readme_extractor_table_agrees_with_the_declarations():
         if spec is None:
             assert cells[2].strip().startswith("-"), name
         else:
-            assert spec.role.split(" (")[0] in cells[2], name
+            assert spelled(spec.role, flag_of).split(" (")[0] in cells[2], name
             assert cells[3].strip() == spec.default_shown(), name
+
+
+def test_declared_texts_name_only_options_the_extractor_has():
+    """A summary, help or role names options as ``{name}`` placeholders: each one must exist."""
+    from models.options import spelled
+    from models.selectors import SELECTORS, option_specs
+    from rationale_cli.runs.config import TRAIN_SPECS
+
+    for name, cls in SELECTORS.items():
+        own = option_specs(name)
+
+        def known(option: str) -> str:
+            assert option in own or option in TRAIN_SPECS, (name, option)
+            return option
+
+        for text in [cls.summary] + [t for spec in own.values() for t in (spec.help, spec.role) if t]:
+            spelled(text, known)

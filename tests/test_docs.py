@@ -333,17 +333,19 @@ def test_the_cli_reference_has_every_command_and_option():
 
 
 def test_the_extractor_table_is_the_registry():
+    from models.options import spelled
     from models.selectors import SELECTORS, option_specs
+    from rationale_cli.runs.flags import flag_of
 
     module = hooks()
     table = module.extractor_table()
     rows = [line for line in table.splitlines() if line.startswith("| `") and not line.startswith("| `--")]
     assert [row.split("|")[1].strip().strip("`") for row in rows] == list(SELECTORS)
     for row, (name, cls) in zip(rows, SELECTORS.items()):
-        assert module.inline(cls.summary) in row
+        assert module.inline(spelled(cls.summary, flag_of)) in row
         budget = option_specs(name).get("budget")
         if budget is not None:
-            assert budget.role in row and f"<code>{budget.default_shown()}</code>" in row
+            assert spelled(budget.role, flag_of) in row and f"<code>{budget.default_shown()}</code>" in row
 
 
 def test_every_marker_names_a_generated_part():

@@ -45,7 +45,7 @@ class AttentionSelector(Selector):
 
     Options = AttentionOptions
     summary = ("Lei et al.'s attention baseline: trained with soft attention gating, "
-               "the --budget best tokens by attention weight at test time")
+               "the {budget} best tokens by attention weight at test time")
 
     def __init__(self, input_size: int, *, attention_size: int = 100, **options):
         super().__init__(**options)

@@ -90,7 +90,7 @@ def log_prob(logits: Tensor, z: Tensor, mask: Tensor) -> Tensor:
 @dataclass(frozen=True)
 class BernoulliOptions(RateOptions):
     budget: Budget = option(Budget(0.13), "the expected selection rate held in training (both sides)",
-                            role="target held in training (with --lagrangian)", requires="lagrangian")
+                            role="target held in training (with {lagrangian})", requires="lagrangian")
     lagrange_lr: float = option(0.05, "step size of the multiplicative Lagrange multiplier updates", above=0.0,
                                 requires="lagrangian")
     lagrange_rho: float = option(20.0, "weight of the augmented-Lagrangian term rho/2 (rate - target)^2",
@@ -99,23 +99,23 @@ class BernoulliOptions(RateOptions):
     coherence: float | None = option(None, "cost per 0/1 transition, lambda1", low=0.0,
                                      default_text="2 x sparsity")
     baseline: str = option("ema", "REINFORCE baseline: none, ema (moving average) or loo (leave one out "
-                           "over --samples)", choices=BASELINES)
+                           "over {samples})", choices=BASELINES)
     samples: int = option(1, "rationales sampled per document", low=1)
-    lagrangian: bool = option(False, "hold the rate at --budget with a multiplier (added to the --sparsity "
-                              "cost: give --sparsity 0 to leave the rate to the multiplier)")
+    lagrangian: bool = option(False, "hold the rate at {budget} with a multiplier (added to the {sparsity} "
+                              "cost: give {sparsity} 0 to leave the rate to the multiplier)")
     exact_penalty: bool = option(True, "differentiate the sparsity and coherence costs' expectations instead "
                                  "of sampling them through REINFORCE: exactly for the independent selector; for "
                                  "the dependent one, each token's expectation given the sampled tokens before it")
 
     def check(self) -> None:
         if self.baseline == "loo" and self.samples < 2:
-            raise OptionError("samples", self.samples, "2 or more with --baseline loo (leave one out)")
+            raise OptionError("samples", self.samples, "2 or more with {baseline} loo (leave one out)")
 
 
 class BernoulliSelector(Selector):
     Options = BernoulliOptions
     summary = ("Lei et al.'s original model: z_i ~ Bernoulli, trained with REINFORCE on the task loss plus "
-               "--sparsity x selected + --coherence x transitions; --lagrangian holds the rate at --budget "
+               "{sparsity} x selected + {coherence} x transitions; {lagrangian} holds the rate at {budget} "
                "instead; test time selects p >= 0.5")
 
     def __init__(self, input_size: int, *, z_hidden: int = 30, ema_decay: float = 0.9, **options):

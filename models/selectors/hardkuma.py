@@ -63,17 +63,17 @@ class HardKumaOptions(RateOptions):
     transitions: float | None = option(None, "at most this rate of 0/1 transitions per token", low=0.0,
                                        high=1.0, default_text="no limit")
     coherence: float | None = option(None, "fixed weight on the expected transitions per document, instead "
-                                     "of a --transitions target (the paper used 1e-4 to 4e-4)", low=0.0)
+                                     "of a {transitions} target (the paper used 1e-4 to 4e-4)", low=0.0)
 
     def check(self) -> None:
         if self.transitions is not None and self.coherence is not None:
-            raise OptionError("coherence", self.coherence, "no --transitions target beside it (give one or the other)")
+            raise OptionError("coherence", self.coherence, "no {transitions} target beside it (give one or the other)")
 
 
 class HardKumaSelector(Selector):
     Options = HardKumaOptions
     summary = ("HardKuma rationales (Bastings et al. 2019): samples exactly 0, exactly 1 or in between; "
-               "the expected selection rate is held at --budget by a Lagrange multiplier")
+               "the expected selection rate is held at {budget} by a Lagrange multiplier")
 
     def __init__(
         self,

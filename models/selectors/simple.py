@@ -35,7 +35,7 @@ class SimpleOptions(KSubsetOptions):
 
 class SimpleSelector(Selector):
     Options = SimpleOptions
-    summary = ("SIMPLE (Ahmed et al. 2023): exactly --budget tokens, an exact sample of the k-subset "
+    summary = ("SIMPLE (Ahmed et al. 2023): exactly {budget} tokens, an exact sample of the k-subset "
                "distribution in training with gradients through its exact marginals; test time takes "
                "the k highest-scoring tokens")
     default_encoder = "l2x"

@@ -43,14 +43,14 @@ class SparseAttentionOptions(Options):
 
     def check(self) -> None:
         if self.lam is not None and self.attention == "sparsemax":
-            raise OptionError("lam", self.lam, "--attention fusedmax or oscarmax beside it (sparsemax fuses nothing)")
+            raise OptionError("lam", self.lam, "{attention} fusedmax or oscarmax beside it (sparsemax fuses nothing)")
 
 
 class SparseAttentionSelector(AttentionSelector):
     Options = SparseAttentionOptions
     summary = ("sparse and structured attention (Niculae & Blondel 2017): attention weights from "
                "sparsemax, fusedmax or oscarmax, exactly zero outside their support; the support is "
-               "the rationale (its size follows --gamma; no budget)")
+               "the rationale (its size follows {gamma}; no budget)")
 
     def __init__(self, input_size: int, *, attention_size: int = 100, **options):
         super().__init__(input_size, attention_size=attention_size, **options)

@@ -37,7 +37,7 @@ class SparseMAPOptions(MaskSetOptions):
 class SparseMAPSelector(MaskSetSelector):
     Options = SparseMAPOptions
     summary = ("SparseMAP (Correia et al. 2020): a sparse distribution over a handful of masks of at most "
-               "--budget tokens, the task loss summed over them with their weights (no sampling, no "
+               "{budget} tokens, the task loss summed over them with their weights (no sampling, no "
                "relaxation); test time takes the most probable mask")
 
     def solve(self, states: Tensor, mask: Tensor, coherence: float | None = None) -> tuple[Tensor, Tensor]:

@@ -39,7 +39,7 @@ class TopKOptions(KSubsetOptions):
 class TopKSelector(Selector):
     Options = TopKOptions
     summary = ("stochastic softmax trick (Paulus et al. 2020): Gumbel-perturbed token utilities, trained "
-               "on the relaxed k-subset of --budget tokens (temperature --tau); test time takes the best "
+               "on the relaxed k-subset of {budget} tokens (temperature {tau}); test time takes the best "
                "k-subset of the unperturbed utilities")
     default_encoder = "sst-complex"
     correlated = False

@@ -32,8 +32,8 @@ class TopKSparsemaxOptions(MaskSetOptions):
 
 class TopKSparsemaxSelector(MaskSetSelector):
     Options = TopKSparsemaxOptions
-    summary = ("top-k sparsemax (Correia et al. 2020): sparsemax over the --top-masks best masks of at "
-               "most --budget tokens, the task loss summed over those with weight; test time takes the "
+    summary = ("top-k sparsemax (Correia et al. 2020): sparsemax over the {top_masks} best masks of at "
+               "most {budget} tokens, the task loss summed over those with weight; test time takes the "
                "best mask")
 
     def __init__(self, input_size: int, **options):

@@ -41,12 +41,24 @@ from rationale_cli.runtime.allocator import keep_freed_memory
 from rationale_cli.runtime.atomic import text_output, writable_target, write_text_atomic
 from rationale_cli.runtime.errors import UserError
 from rationale_cli.annotation.windows import WorkerDied, window_annotator
-from rationale_cli.runs.inference import Output, chunks
+from rationale_cli.runs.inference import Output
 from rationale_cli.data.records import Record
 from rationale_cli.runs.run_directory import WEIGHTS, Run
 
 WINDOW = 4096
 UNKNOWN_WARNING = 0.5  # warn when more than this share of the tokens is unknown to the model
+
+
+def windows_of(records: Iterable[Record], size: int) -> Iterator[list[Record]]:
+    """The input read in windows of ``size`` documents (the last one shorter)."""
+    chunk: list[Record] = []
+    for record in records:
+        chunk.append(record)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
 @dataclass(frozen=True)
@@ -210,7 +222,7 @@ def annotate(job: Job, run: Run, records: Iterable[Record], device, *, force: bo
     resumable = not direct and job.output_format != "parquet"
     target = job.out if direct else partial_path(dest)
     tally, began = Tally(), time.perf_counter()
-    mine = (w for i, w in enumerate(chunks(records, job.window)) if i % job.shard.count == job.shard.index)
+    mine = (w for i, w in enumerate(windows_of(records, job.window)) if i % job.shard.count == job.shard.index)
     done = start.windows if start else 0
     try:
         with stop_requests() as stops, window_annotator(run, device, batch_size=job.batch_size, workers=job.workers,

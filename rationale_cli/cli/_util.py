@@ -220,7 +220,7 @@ def eraser_table(metrics: dict) -> Table | None:
 def print_scores(metrics: dict, title: str, json_out: Optional[Path], per_document: Optional[Path],
                  rows: list[dict]) -> None:
     """The tables (on standard error when the JSON goes to standard output), then the files."""
-    from rationale_cli.evaluation.score_files import to_standard_output, write_document_scores, write_metrics
+    from rationale_cli.evaluation.scoring import to_standard_output, write_document_scores, write_metrics
 
     shown = stderr() if to_standard_output(json_out, per_document) else stdout()  # standard output holds data then
     shown.print(title, soft_wrap=True, highlight=False, style="bold")

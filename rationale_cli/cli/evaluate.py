@@ -39,7 +39,7 @@ def evaluate(
     """Task metric, token precision/recall/F1 against gold rationales with chance levels,
     ERASER's metrics and the faithfulness of the rationales."""
     from rationale_cli.data import sources
-    from rationale_cli.evaluation.score_files import check_score_outputs
+    from rationale_cli.evaluation.scoring import check_score_outputs
     from rationale_cli.evaluation.scoring import evaluate_model
 
     check_at_least("--batch-size", batch_size, 1)

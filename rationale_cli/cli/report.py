@@ -1,4 +1,4 @@
-"""``rationale report``: one HTML page on training runs (:func:`rationale_cli.output.report_job.write_report`)."""
+"""``rationale report``: one HTML page on training runs (:func:`rationale_cli.output.run_report.write_report`)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def report(
 
     Every run's documents are the test split of its own data unless --data is given.
     """
-    from rationale_cli.output.report_job import write_report
+    from rationale_cli.output.run_report import write_report
 
     check_at_least("--examples", examples, 0)
     check_at_least("--batch-size", batch_size, 1)

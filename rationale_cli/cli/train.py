@@ -4,7 +4,8 @@ Each training option becomes one flag in its panel; each extractor option one fl
 whose help says which extractors take it and what it means for each; the help's
 epilog lists every extractor with its own options. Nothing here is written by hand
 per option but its panel, so a new extractor option appears in ``--help`` by itself.
-How an option is spelled (``--lambda``, ``--relaxed``) is :mod:`rationale_cli.runs.flags`.
+How an option is spelled (``--lambda``, ``--relaxed``) is :mod:`rationale_cli.runs.flags`,
+also where a declared text names another option (:func:`models.options.spelled`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any, Optional
 import typer
 from rich.markup import escape
 
-from models.options import Spec
+from models.options import Spec, spelled
 from models.selectors import SELECTORS, all_option_specs, option_specs
 from rationale_cli.cli._util import Command, app, friendly, metrics_table, stderr, stdout
 from rationale_cli.runs.config import ALIASES, TRAIN_SPECS
@@ -79,7 +80,7 @@ def parameter(name: str, spec: Spec, help: str, panel: str, default: str | None)
 
 
 def train_help(spec: Spec) -> str:
-    text = spec.help
+    text = spelled(spec.help, flag_of)
     if spec.choices and len(spec.choices) > 4 and spec.name != "extractor":
         text += f" One of {', '.join(spec.choices)}."
     return text
@@ -89,7 +90,7 @@ def extractor_help(name: str, by_extractor: dict[str, Spec]) -> str:
     """The help of an extractor option: grouped by what it means and defaults to, per extractor."""
     groups: dict[tuple[str, str], list[str]] = {}
     for extractor, spec in by_extractor.items():
-        meaning = spec.role if name == "budget" else spec.help
+        meaning = spelled(spec.role if name == "budget" else spec.help, flag_of)
         groups.setdefault((meaning, default_text(spec)), []).append(extractor)
     parts = [f"{', '.join(names)}: {meaning} (default {default})" for (meaning, default), names in groups.items()]
     lead = BUDGET_HELP + " " if name == "budget" else ""
@@ -116,7 +117,7 @@ def extractor_epilog() -> str:
     lines = ["[b]Extractors[/b] (--extractor) and their options:"]
     for name, cls in SELECTORS.items():
         own = " ".join(map(flag_of, option_specs(name))) or "no options"
-        lines.append(f"[b]{name}[/b]: {escape(cls.summary)}. Options: {own}.")
+        lines.append(f"[b]{name}[/b]: {escape(spelled(cls.summary, flag_of))}. Options: {own}.")
     return "\n\n".join(lines)
 
 

@@ -1,4 +1,4 @@
-"""``rationale vectors``: word2vec vectors trained on unlabeled text (:mod:`rationale_cli.data.vector_corpus`)."""
+"""``rationale vectors``: word2vec vectors trained on unlabeled text (:mod:`rationale_cli.data.word2vec`)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def vectors(
 
     Needs gensim: pip install "rationale-cli\\[vectors]". Repeated documents count once.
     """
-    from rationale_cli.data.vector_corpus import check_vectors_output, corpus_texts
+    from rationale_cli.data.word2vec import check_vectors_output, corpus_texts
     from rationale_cli.data.word2vec import VectorOptions, train_vectors, write_vectors
 
     for flag, value in (("--dim", dim), ("--window", window), ("--min-count", min_count), ("--epochs", epochs)):

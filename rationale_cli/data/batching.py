@@ -59,6 +59,15 @@ def capped_batches(records: Iterable[Record], size: int) -> Iterator[list[Record
         yield batch
 
 
+def made_batches(records: Iterable[Record], vocab: Vocab, size: int, device: str | torch.device = "cpu",
+                 task=None) -> Iterator[tuple[list[Record], Batch]]:
+    """Each of the :func:`capped_batches` of ``records`` with its :func:`make_batch`; with ``task``,
+    a batch whose documents all have labels carries targets."""
+    for chunk in capped_batches(records, size):
+        labelled = task is not None and all(record.label is not None for record in chunk)
+        yield chunk, make_batch(chunk, vocab, task if labelled else None, device)
+
+
 def make_batch(records: Sequence[Record], vocab: Vocab, task=None, device: str | torch.device = "cpu") -> Batch:
     """Token ids ``[B, T]`` (0 = pad), a float mask, the query positions (``visible``, None
     when no document has a query) and, when a task is given, targets."""

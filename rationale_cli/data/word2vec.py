@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from rationale_cli.runtime.atomic import atomic_path
 from rationale_cli.runtime.errors import UserError
 from rationale_cli.data.records import Record
+from rationale_cli.data import sources
+from rationale_cli.runtime.atomic import atomic_path, writable_target
 
 
 @dataclass
@@ -81,3 +82,19 @@ def write_vectors(vectors, path: str | Path) -> None:
         handle.write(f"{len(vectors)} {vectors.vector_size}\n")
         for word in vectors.index_to_key:
             handle.write(word + " " + " ".join(f"{v:.5g}" for v in vectors[word]) + "\n")
+
+
+def check_vectors_output(out: Path, force: bool = False) -> None:
+    """gensim importable and ``out`` a file that can be written (replaced only with ``force``)."""
+    import_gensim()
+    if str(out) == "-":
+        raise UserError("--out -: word vectors go to a file, not to standard output")
+    writable_target(out)
+    if out.exists() and not force:
+        raise UserError(f"{out}: exists; use --force to replace it")
+
+
+def corpus_texts(corpus: Sequence[str], *, format: str = "auto", text_col: str = "text") -> list[list[str]]:
+    """The distinct documents of the files ``corpus`` (labels not read), as token lists."""
+    return distinct_texts(record for path in corpus
+                          for record in sources.stream(path, "train", fmt=format, text_col=text_col, label_col=None))

@@ -23,7 +23,7 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 import torch
 
-from rationale_cli.data.batching import capped_batches, make_batch
+from rationale_cli.data.batching import made_batches
 from rationale_cli.metrics.eraser_scores import AOPC_THRESHOLDS, ScoredDocument, aopc, bins, drop, drops
 from rationale_cli.metrics.scores import mean
 from rationale_cli.data.records import Record, mask_to_spans
@@ -69,8 +69,7 @@ def model_values(model: RationaleModel, vocab: Vocab, task: Task, records: list[
                  device, decoding: Decoding = OWN) -> list:
     """The full model's prediction values on each record (decoded as ``decoding`` says)."""
     out = []
-    for chunk in capped_batches(records, batch_size):
-        batch = make_batch(chunk, vocab, None, device)
+    for _, batch in made_batches(records, vocab, batch_size, device):
         out += values(task, model.decode(batch.ids, batch.mask, batch.visible, decoding)[2])
     return out
 
@@ -85,8 +84,7 @@ def scored_documents(model: RationaleModel, vocab: Vocab, task: Task, records: I
     was_training = model.training
     model.eval()
     try:
-        for chunk in capped_batches(records, batch_size):
-            batch = make_batch(chunk, vocab, None, device)
+        for chunk, batch in made_batches(records, vocab, batch_size, device):
             emb = model.embed(batch.ids)
             z, scores, outputs = model.decode(batch.ids, batch.mask, batch.visible, decoding)
             hard = (z != 0).float()

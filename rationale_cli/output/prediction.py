@@ -114,3 +114,8 @@ class Rationale:
         inference gives), faster; a zero is written 0.0, an integer score as a float."""
         head = to_json_line(self.to_dict(scores=False))
         return f'{head[:-2]}, "token_scores": [{", ".join(map(SCORE_TEXT.__getitem__, self.scores))}]}}\n'
+
+
+def prediction_line(output: Output) -> str:
+    """The JSON line of one decoded document (:meth:`Rationale.json_line`)."""
+    return Rationale.of(output).json_line()

@@ -27,6 +27,7 @@ from rationale_cli.output.plots import Curve, Panel, Series, precision_size_figu
 from rationale_cli.output.render import document_item, escape, html_document, html_legend, html_page, html_summary
 from rationale_cli.runs.run_directory import Run, read_json
 from rationale_cli.training.trainer import training_data
+from rationale_cli.runtime.atomic import writable_target, write_text_atomic
 
 SHARES = tuple(i / 100 for i in range(1, 61))
 SIZE_PLOT = "precision-size"
@@ -316,3 +317,32 @@ def _flat(metrics: dict) -> dict:
 
 def _table(title: str, values: dict) -> str:
     return f"<div><h3>{escape(title)}</h3>{html_summary(values)}</div>"
+
+
+def write_report(runs: Sequence[Path], out: Path, *, png: Path | None = None, data: str | None = None,
+                 format: str | None = None, aspect: int | None = None, examples: int = 3, batch_size: int = 64,
+                 device: str = "auto") -> int:
+    """The HTML page on ``runs`` at ``out`` (their documents: each one's own held-out data
+    unless ``data``) and, with ``png``, the plots as PNG files in that folder (created);
+    returns the number of plots."""
+    from rationale_cli.runs.run_directory import load_run
+    from rationale_cli.runtime.devices import resolve_device
+
+    writable_target(out)
+    if png is not None:
+        try:
+            png.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise UserError(f"{png}: cannot create the PNG folder ({err.strerror})") from None
+    names = labels(runs)
+    summaries = []
+    for run, name, slug in zip(runs, names, slugs(names)):
+        dev = resolve_device(device)
+        loaded = load_run(run, dev, None)
+        summaries.append(summarize(loaded, name, slug, data=data, fmt=format, aspect=aspect,
+                                           examples=examples, batch_size=batch_size, device=dev))
+    found = plots(summaries)
+    write_text_atomic(out, page(summaries, found))
+    if png is not None:
+        write_pngs(found, png)
+    return len(found)

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from rationale_cli.runtime.atomic import atomic_path, writable_target
 from rationale_cli.runtime.errors import UserError
-from rationale_cli.output.prediction import Rationale
+from rationale_cli.output.prediction import Rationale, prediction_line
 from rationale_cli.runtime.safe_json import to_json_line
 
 if TYPE_CHECKING:
@@ -128,7 +128,7 @@ class TextWriter(Writer):
 
 class JsonLinesWriter(TextWriter):
     def write(self, outputs: list[Output]) -> None:
-        self.handle.writelines(Rationale.of(output).json_line() for output in outputs)
+        self.handle.writelines(map(prediction_line, outputs))
 
 
 class EraserWriter(TextWriter):

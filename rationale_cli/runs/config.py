@@ -158,7 +158,7 @@ def from_values(values: dict[str, Any], given: set[str] | None = None, ranges: b
     config = TrainConfig(**general, options=options)
     if config.keep == "best-loss-at-rate" and config.rate_target() is None:
         raise OptionError("keep", config.keep, "best-loss (best-loss-at-rate needs a selection rate held in "
-                          "training: a share as --budget, and --lagrangian for bernoulli)", extractor=extractor)
+                          "training: a share as {budget}, and {lagrangian} for bernoulli)", extractor=extractor)
     return config
 
 

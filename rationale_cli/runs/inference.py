@@ -10,7 +10,7 @@ from typing import Iterable, Iterator
 import torch
 from torch import Tensor
 
-from rationale_cli.data.batching import capped_batches, make_batch
+from rationale_cli.data.batching import made_batches
 from rationale_cli.metrics.eraser_scores import ScoredDocument
 from rationale_cli.metrics.scores import RationaleScores
 from rationale_cli.data.records import Record
@@ -34,17 +34,6 @@ class Output:
     scored: ScoredDocument | None = None  # for ERASER results: unrounded scores and faithfulness
 
 
-def chunks(records: Iterable[Record], size: int) -> Iterator[list[Record]]:
-    chunk: list[Record] = []
-    for record in records:
-        chunk.append(record)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
-
-
 def rounded(values: Tensor, decimals: int) -> Tensor:
     """``values`` rounded to ``decimals`` places in float64 (what Python's ``round`` gives, for a
     whole batch at once; -0.0 becomes 0.0)."""
@@ -54,15 +43,13 @@ def rounded(values: Tensor, decimals: int) -> Tensor:
 
 def decoded_batches(model: RationaleModel, vocab: Vocab, records: Iterable[Record], batch_size: int,
                     device: str | torch.device, task: Task | None = None, decoding: Decoding = OWN):
-    """Each batch of ``records`` (``capped_batches``) decoded as ``decoding`` says: ``(chunk, batch,
+    """Each batch of ``records`` (:func:`made_batches`) decoded as ``decoding`` says: ``(chunk, batch,
     z, scores, outputs)``, the model in eval mode meanwhile; with ``task``, labelled batches carry
     targets."""
     was_training = model.training
     model.eval()
     try:
-        for chunk in capped_batches(records, batch_size):
-            labelled = task is not None and all(r.label is not None for r in chunk)
-            batch = make_batch(chunk, vocab, task if labelled else None, device)
+        for chunk, batch in made_batches(records, vocab, batch_size, device, task):
             yield (chunk, batch, *model.decode(batch.ids, batch.mask, batch.visible, decoding))
     finally:
         model.train(was_training)
