@@ -6,6 +6,7 @@ included), each folder of ``rationale_cli`` importing only its own floor and tho
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -129,3 +130,10 @@ def test_no_decoding_setting_is_stored_on_a_model():
                     if isinstance(part, ast.Name) and part.id in DECODE_STATE and path.parent.name == "selectors":
                         stored.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert not stored
+
+
+def test_the_readme_stays_short_and_links_into_the_docs():
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 300
+    linked = set(re.findall(r"\]\((docs/[^)#]+)", readme))
+    assert linked and all((ROOT / page).is_file() for page in linked)

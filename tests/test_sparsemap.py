@@ -152,19 +152,27 @@ def test_selector_marginalizes_the_task_loss_over_its_support():
 
 
 @pytest.mark.slow
-def test_sparsemap_on_the_demo_corpus_is_precise(tmp_path):
+def test_sparsemap_on_the_demo_corpus_is_precise_when_chosen_by_validation_loss(tmp_path):
     """SparseMAP on the demo depends on the seed more than the other extractors (a review
     whose support narrows to one mask stops teaching its selector; which masks a support
-    holds turns on rounding). With one dropout draw per review for all its masks, seeds
-    0, 1, 2 reach 0.76 / 0.97 / 0.98 precision after 3 epochs (0.76 / 0.99 / 0.99 after 4);
-    with a draw per mask they reached 0.91 / 0.75 / 0.94, and with the per-document solver
-    before the batched one 0.95 / 0.77 / 0.78 after 2; every one at its 20%. The test
-    trains seed 2, above 0.85 with either draw after 3 epochs."""
+    holds turns on rounding, so the same seed lands differently on different CPUs): after 3
+    epochs seeds 0, 1, 2 reached 0.76 / 0.97 / 0.98 precision on one machine and
+    0.34 / 0.99 / 0.78 on another, every one at its 20%. Their validation task loss tells
+    the precise run apart (0.048 / 0.0024 / 0.016 on the second machine), so the test trains
+    the three and keeps the one a user would keep without gold rationales: the lowest
+    validation loss."""
+    import json
+
     from helpers import train_on_demo
 
-    test = train_on_demo(tmp_path, "--extractor", "sparsemap", "--budget", "0.2", "--encoder", "rcnn",
-                         "--epochs", "3", "--seed", "2")
-    assert test["precision"] > 0.85, test
+    runs = []
+    for seed in (0, 1, 2):
+        test = train_on_demo(tmp_path / str(seed), "--extractor", "sparsemap", "--budget", "0.2", "--encoder",
+                             "rcnn", "--epochs", "3", "--seed", str(seed))
+        valid = json.loads((tmp_path / str(seed) / "run" / "metrics.json").read_text())["valid"]
+        runs.append((valid["loss"], test))
+    test = min(runs, key=lambda run: run[0])[1]
+    assert test["precision"] > 0.85, runs
     assert abs(test["selection_rate"] - 0.2) <= 0.02, test
 
 

@@ -8,6 +8,7 @@ The command line and the Python API call these; what is printed is theirs.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
@@ -129,14 +130,21 @@ def annotate_prediction(prediction: Prediction, loaded, device, *, force: bool =
     return annotate(prediction.job(decoding), loaded, records, device, force=force, progress=progress)
 
 
-def merge_outputs(parts: Sequence[Path], out: Path, window: int = WINDOW) -> int:
+def merge_outputs(parts: Sequence[Path], out: Path, window: int = WINDOW, force: bool = False) -> int:
     """The outputs of a sharded ``predict`` (JSONL or CSV, in shard order) merged into ``out`` in
-    input order (:func:`engine.merge`); the number of documents."""
+    input order (:func:`engine.merge`); the number of documents. ``out`` is never one of the
+    parts, and an existing ``out`` is replaced only with ``force``."""
     from rationale_cli.annotation.engine import merge
 
-    for part in parts:
+    for index, part in enumerate(parts):
         if not part.is_file():
             raise UserError(f"{part}: no such file")
+        if any(os.path.samefile(part, earlier) for earlier in parts[:index]):
+            raise UserError(f"{part}: given twice; give each shard's output once, in shard order")
+        if out.exists() and os.path.samefile(part, out):
+            raise UserError(f"{out}: is one of the parts; choose another --out")
+    if out.exists() and not force and str(out) != "-":
+        raise UserError(f"{out}: exists; use --force to replace it")
     if len({part.suffix.lower() for part in parts}) > 1:
         raise UserError("the parts have different formats; merge JSONL parts or CSV parts")
     writable_target(out)

@@ -82,10 +82,10 @@ def save_run(out: Path, config: TrainConfig, vocab: Vocab, task: Task, processes
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise UserError(f"{out}: cannot create the run directory ({err.strerror})") from None
+    write_json(out / "versions.json", versions())  # first: it marks the folder as a run (is_run_directory)
     write_json(out / "config.json", config.to_dict(processes))
     vocab.save(out / "vocab.json")
     write_json(out / "task.json", task.to_dict())
-    write_json(out / "versions.json", versions())
 
 
 @dataclass
@@ -109,6 +109,14 @@ def read_json(path: Path, kind: type = dict):
         raise UserError(f"{path}: expected a JSON {'object' if kind is dict else kind.__name__}, "
                         f"found {type(data).__name__}")
     return data
+
+
+def is_run_directory(path: Path) -> bool:
+    """Whether ``path`` holds a run this toolkit wrote (its ``versions.json`` names it)."""
+    try:
+        return "rationale_cli" in json.loads((path / "versions.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, TypeError):
+        return False
 
 
 def require_run_files(path: Path) -> None:

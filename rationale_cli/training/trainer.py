@@ -26,7 +26,7 @@ from rationale_cli.training.distributed import local_device, rank
 from rationale_cli.runtime.errors import UserError
 from rationale_cli.training.loop import Callback, Diverged, FitState, fit
 from rationale_cli.data.records import Record
-from rationale_cli.runs.run_directory import WEIGHTS, build_model, load_run, read_json, save_run, write_json
+from rationale_cli.runs.run_directory import WEIGHTS, is_run_directory, build_model, load_run, read_json, save_run, write_json
 from rationale_cli.runs.task import Task, infer_task
 from rationale_cli.data.vectors import load_vectors
 from rationale_cli.data.vocab import Vocab
@@ -189,7 +189,8 @@ def train_config(config: TrainConfig, out: Path | None = None, console: Console 
                  force: bool = False, resume: bool = False, verbose: bool = False, selector=None) -> Trained:
     """Read the data ``config`` names and train (:func:`train_run`); a run directory ``out``
     is written holding its lock (by rank 0 of a distributed run), and never over a
-    trained run without ``force``."""
+    trained run without ``force``, nor into a folder that holds anything but a run of ours (the
+    user's own files stay: with ``force`` only the run's files are written there)."""
     from rationale_cli.runtime.lock import run_lock
 
     if out is None:
@@ -199,5 +200,10 @@ def train_config(config: TrainConfig, out: Path | None = None, console: Console 
     with run_lock(out) if rank() == 0 else contextlib.nullcontext():
         if (out / WEIGHTS).exists() and not force and not resume:
             raise UserError(f"{out}: a trained run is already there; choose another --out or pass --force")
+        if out.is_dir() and not force and not resume and not is_run_directory(out) and any(out.iterdir()):
+            names = sorted(path.name for path in out.iterdir())
+            shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+            raise UserError(f"{out}: holds files that are not a run's ({shown}); choose a new or empty folder "
+                            "for --out, or pass --force to write the run's files beside them")
         return train_run(config, *training_data(config), out, console, resume=resume, verbose=verbose,
                          selector=selector)
