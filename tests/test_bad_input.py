@@ -287,3 +287,20 @@ def test_a_forced_run_that_diverges_keeps_nothing_of_the_run_it_replaced(run_dir
     assert result.exit_code == 2 and "diverged" in result.output
     assert not (out / "model.safetensors").exists() and not (out / "resume.safetensors").exists()
     refused(invoke("predict", out, EXAMPLES / "reviews.txt", "--out", tmp_path / "p.jsonl"), "missing model.safetensors")
+
+
+def test_a_score_that_is_not_a_number_is_named_with_its_line(tmp_path):
+    predictions = tmp_path / "p.jsonl"
+    predictions.write_text('{"id": "0", "prediction": 0.5, "rationale": [[0, 1]]}\n'
+                           '{"id": "1", "prediction": NaN, "rationale": [[0, 1]]}\n')
+    refused(invoke("score", predictions, "demo"), f"{predictions}:2", "'prediction' is nan")
+
+
+def test_a_run_file_gone_while_reading_is_one_line(run_dir, tmp_path):
+    from rationale_cli.runs.run_directory import read_json
+    from rationale_cli.runtime.errors import UserError
+
+    with pytest.raises(UserError, match="no such file .was the run directory moved or deleted"):
+        read_json(tmp_path / "gone" / "config.json")
+    with pytest.raises(UserError, match="cannot read it"):
+        read_json(tmp_path)  # a folder, not a file

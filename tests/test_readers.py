@@ -71,7 +71,7 @@ def test_beer_aspect_argument_overrides_and_is_required_without_name(tmp_path):
     assert [r.label for r in read_records(path, aspect=4)] == [0.3, 1.0]
     other = write(tmp_path / "reviews.260k.train.txt", BEER)
     assert detect_format(other) == "beer"
-    with pytest.raises(UserError, match="give an aspect 0-4"):
+    with pytest.raises(UserError, match="give --aspect 0-4"):
         read_records(other)
     assert [r.label for r in read_records(other, aspect=0)] == [0.7, 0.1]
 
@@ -131,7 +131,7 @@ def test_beer_annotations(tmp_path):
 
 def test_beer_annotations_need_an_aspect(tmp_path):
     path = write(tmp_path / "annotations.json", jsonl(ANNOTATION))
-    with pytest.raises(UserError, match="give an aspect 0-4"):
+    with pytest.raises(UserError, match="give --aspect 0-4"):
         read_records(path)
 
 

@@ -163,6 +163,8 @@ def from_prediction_line(obj: dict, at: str) -> tuple[ScoredDocument, None, set[
         doc.prediction = prediction
         has.add("classification")
     elif isinstance(prediction, (int, float)) and not isinstance(prediction, bool):
+        if not math.isfinite(prediction):
+            raise UserError(f"{at}: 'prediction' is {prediction}; expected a finite number")
         doc.prediction = float(prediction)
         has.add("score")
     elif prediction is not None:

@@ -105,6 +105,10 @@ def read_json(path: Path, kind: type = dict):
         raise UserError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
     except UnicodeDecodeError:
         raise UserError(f"{path}: not UTF-8 text; expected the JSON file `rationale train` wrote") from None
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file (was the run directory moved or deleted?)") from None
+    except OSError as err:
+        raise UserError(f"{path}: cannot read it ({err.strerror or err})") from None
     if not isinstance(data, kind):
         raise UserError(f"{path}: expected a JSON {'object' if kind is dict else kind.__name__}, "
                         f"found {type(data).__name__}")

@@ -37,7 +37,7 @@ def iter_beer(path: str | Path, aspect: int | None = None) -> Iterator[Record]:
     if aspect is None:
         match = FILE_ASPECT.match(Path(path).name)
         if match is None:
-            raise UserError(f"{path}: the file name does not name an aspect (reviews.aspectN...); give an aspect 0-4")
+            raise UserError(f"{path}: the file name does not name an aspect (reviews.aspectN...); give --aspect 0-4")
         aspect = int(match.group(1))
     aspect = check_aspect(aspect)
     for line_no, line in iter_lines(path):
@@ -53,7 +53,7 @@ def iter_beer(path: str | Path, aspect: int | None = None) -> Iterator[Record]:
 def iter_beer_annotations(path: str | Path, aspect: int | None = None) -> Iterator[Record]:
     """Reviews with gold rationales for one aspect (``annotations.json``)."""
     if aspect is None:
-        raise UserError(f"{path}: beer annotations hold all five aspects; give an aspect 0-4")
+        raise UserError(f"{path}: beer annotations hold all five aspects; give --aspect 0-4")
     aspect = check_aspect(aspect)
     for line_no, line in iter_lines(path):
         if not line.strip():
