@@ -144,3 +144,33 @@ def test_one_process_under_torchrun_goes_through_ddp_to_the_single_process_resul
     assert plain.returncode == 0, plain.stderr
     for name in ("config.json", "model.safetensors"):
         assert (tmp_path / "ddp" / name).read_bytes() == (tmp_path / "plain" / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("extractor", ["hardkuma", "bernoulli"])
+def test_every_parameter_takes_part_when_every_rationale_is_empty(extractor):
+    """A predictor that skips unselected steps reads no step of a batch whose sampled masks are
+    all empty; its parameters must still be in the graph (with their exact gradient 0), as
+    DistributedDataParallel expects every parameter at every step."""
+    torch.manual_seed(0)
+    records = sources.load("demo", "train")[:BATCH]
+    task = infer_task([r.label for r in records])
+    vocab = Vocab.build(r.tokens for r in records)
+    model = build_model(from_values(dict(extractor=extractor, encoder="rcnn", embedding_dim=8, hidden_size=8)),
+                        len(vocab), task)
+    head = model.selector.shape_layer if extractor == "hardkuma" else model.selector.logit_layer
+    with torch.no_grad():  # HardKuma a ~ 0, b ~ 30 (or Bernoulli p ~ 0): every z is 0
+        head.weight.zero_()
+        head.bias.copy_(torch.tensor([-30.0, 30.0]) if extractor == "hardkuma" else torch.full_like(head.bias, -30.0))
+    loss, selection = training_loss(model, task, make_batch(records, vocab, task))
+    assert not selection.masks.any()
+    loss.backward()
+    assert [name for name, p in model.named_parameters() if p.requires_grad and p.grad is None] == []
+    assert all(not p.grad.any() for p in model.predictor_encoder.parameters())  # and their gradient is 0
+
+
+@pytest.mark.slow
+def test_the_documented_torchrun_command_trains_with_the_default_model(tmp_path):
+    """The command of docs/how-to/distributed.md (with 2 epochs instead of 20), 2 gloo processes."""
+    result = torchrun("--data", "demo", "--out", tmp_path / "ddp", "--batch-size", 10, "--epochs", 2)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "ddp" / "model.safetensors").is_file()

@@ -153,12 +153,21 @@ class RecurrentEncoder(Encoder):
         B, T, _ = x.shape
         states = x.new_zeros(B, T, self.output_size)
         if steps == 0:
-            return states, x.new_zeros(B, self.output_size)
+            return states, self.tied(x.new_zeros(B, self.output_size))
         order = torch.sort((~read).to(torch.uint8), dim=1, stable=True).indices[:, :steps]  # read steps first
         short, summary = self.scan(self.input_dropout(x.gather(1, order.unsqueeze(-1).expand(-1, -1, x.shape[-1])),
                                                       dropped),
                                    mask.gather(1, order), None if tokens is None else tokens.gather(order))
         return states.scatter_(1, order.unsqueeze(-1).expand(-1, -1, self.output_size), short), summary
+
+    def tied(self, summary: Tensor) -> Tensor:
+        """``summary`` of a batch that reads no step (a predictor given only empty rationales),
+        with every parameter in its graph at weight 0 when gradients are taken: their gradient
+        is then the exact 0 it is, rather than none, which distributed training needs from
+        every parameter at every step."""
+        if not torch.is_grad_enabled():
+            return summary
+        return summary + sum(p.reshape(-1)[0] for p in self.parameters() if p.requires_grad) * 0.0
 
     def scan(self, x: Tensor, mask: Tensor,
              tokens: TokenRows | None = None) -> tuple[Tensor, Tensor]:  # pragma: no cover - abstract
