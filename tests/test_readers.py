@@ -435,3 +435,29 @@ def test_unknown_format_and_bare_directory(tmp_path):
         iter_records(tmp_path / "x", "xml")
     with pytest.raises(UserError, match="directory without docs/"):
         read_records(tmp_path)
+
+
+@pytest.mark.parametrize("data, kind", [
+    (b'{"text": "a thick head"}\n', "jsonl"),
+    (b'id,text\n1,"a thick head, white"\n', "csv"),
+    (b'"ID","Text"\n1,a thick head\n', "csv"),
+    (b"id\ttext\n1\ta thick head\n", "tsv"),
+    (b"a thick head, white lacing\n", "text"),
+])
+def test_standard_input_is_read_in_the_format_it_holds(monkeypatch, data, kind):
+    import io
+
+    from rationale_cli.data import sources
+
+    monkeypatch.setattr("sys.stdin", type("Stdin", (), {"buffer": io.BytesIO(data)})())
+    assert detect_format(sources.from_stdin()) == kind
+
+
+def test_empty_standard_input_is_one_line(monkeypatch):
+    import io
+
+    from rationale_cli.data import sources
+
+    monkeypatch.setattr("sys.stdin", type("Stdin", (), {"buffer": io.BytesIO(b"\n  \n")})())
+    with pytest.raises(UserError, match=r"^standard input \(-\) is empty: no documents to read$"):
+        sources.from_stdin()

@@ -72,14 +72,27 @@ def has_own_validation(path: str, fmt: str) -> bool:
 
 def from_stdin() -> str:
     """Standard input saved to a temporary file (removed at exit) whose name tells the
-    format detection what it holds: JSON lines when the first line is an object, else text."""
+    format detection what it holds (:func:`stdin_suffix`); empty input is one error line."""
     data = sys.stdin.buffer.read()
-    first = data.lstrip().split(b"\n", 1)[0]
-    fd, name = tempfile.mkstemp(prefix="rationale-stdin-", suffix=".jsonl" if first.startswith(b"{") else ".txt")
+    if not data.strip():
+        raise UserError("standard input (-) is empty: no documents to read")
+    fd, name = tempfile.mkstemp(prefix="rationale-stdin-", suffix=stdin_suffix(data.lstrip().split(b"\n", 1)[0]))
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)
     atexit.register(lambda: Path(name).unlink(missing_ok=True))
     return name
+
+
+def stdin_suffix(first: bytes) -> str:
+    """What standard input holds, from its first line: JSON lines when it is an object, CSV or
+    TSV when it is a header naming a ``text`` column, else text (``--format`` says otherwise)."""
+    if first.startswith(b"{"):
+        return ".jsonl"
+    header = first.decode("utf-8", "replace").strip().lower()
+    for separator, suffix in ((",", ".csv"), ("\t", ".tsv")):
+        if separator in header and "text" in (field.strip().strip('"') for field in header.split(separator)):
+            return suffix
+    return ".txt"
 
 
 def as_records(documents: Iterable[Document]) -> list[Record]:
