@@ -304,3 +304,62 @@ def test_a_run_file_gone_while_reading_is_one_line(run_dir, tmp_path):
         read_json(tmp_path / "gone" / "config.json")
     with pytest.raises(UserError, match="cannot read it"):
         read_json(tmp_path)  # a folder, not a file
+
+
+@pytest.mark.parametrize("lr", ["1e38", "1e300"])
+def test_a_learning_rate_too_large_for_float32_is_refused_before_the_run_directory(tmp_path, lr):
+    before = snapshot(tmp_path)
+    refused(invoke("train", "--data", "demo", "--out", tmp_path / "r", "--lr", lr, *TINY), f"--lr {float(lr):g}")
+    assert snapshot(tmp_path) == before and not (tmp_path / "r").exists()
+
+
+def test_predict_into_a_folder_where_files_cannot_be_created_names_out(run_dir, tmp_path):
+    refused(invoke("predict", run_dir, EXAMPLES / "reviews.txt", "--out", "/proc/x.jsonl"),
+            "/proc/x.jsonl", "cannot write")
+    assert not Path("/proc/.x.jsonl.partial").exists()
+
+
+@pytest.mark.parametrize("make_args", [
+    lambda run: ["evaluate", run, "demo", "--json", "/proc/x.json"],
+    lambda run: ["evaluate", run, "demo", "--per-document", "/proc/x.jsonl"],
+    lambda run: ["explain", run, "a fine beer", "--html", "/proc/x.html"],
+])
+def test_unwritable_evaluate_and_explain_outputs_are_refused_before_any_work(run_dir, monkeypatch, make_args):
+    import importlib
+
+    evaluate_command = importlib.import_module("rationale_cli.cli.evaluate")  # the modules, not the commands
+    explain_command = importlib.import_module("rationale_cli.cli.explain")
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("the model was loaded before the output was checked")
+
+    monkeypatch.setattr(evaluate_command, "load_for_inference", no_work)
+    monkeypatch.setattr(explain_command, "load_for_inference", no_work)
+    refused(invoke(*make_args(run_dir)), "/proc/x.", "cannot write")
+
+
+@pytest.mark.parametrize("bad", [["--data", "missing.jsonl"], ["--data", "demo", "--embeddings", "missing.txt"]])
+def test_a_missing_input_file_creates_no_folder_for_the_run(tmp_path, monkeypatch, bad):
+    monkeypatch.chdir(tmp_path)
+    refused(invoke("train", *bad, "--out", Path("runs") / "new" / "x", *TINY), "missing.")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_predict_stopped_by_a_signal_does_not_say_it_wrote_the_output(run_dir, tmp_path, monkeypatch):
+    import contextlib
+    import signal
+
+    from rationale_cli.annotation import engine
+
+    @contextlib.contextmanager
+    def stopped_at_once():
+        yield [signal.SIGTERM]
+
+    monkeypatch.setattr(engine, "stop_requests", stopped_at_once)
+    out = tmp_path / "p.jsonl"
+    result = invoke("predict", run_dir, EXAMPLES / "reviews.txt", "--out", out, "--window", "1")
+    assert result.exit_code == 128 + signal.SIGTERM, result.output
+    assert not out.exists() and engine.partial_path(out).exists()
+    lines = result.output.strip().splitlines()
+    assert "wrote" not in result.output and f"predictions to {out}" not in result.output, result.output
+    assert lines[0].startswith("stopped by SIGTERM") and "run the same command again to continue" in lines[0], lines

@@ -90,16 +90,19 @@ def predict(
         tally, stopped = annotate_prediction(job, loaded, dev, force=force, progress=advance, decoding=decoding)
     speed = tally.documents / tally.seconds if tally.seconds else 0.0
     where = "standard output" if str(out) == "-" else str(out)
-    if tally.resumed:
-        where += f" after the {tally.resumed:,} of the interrupted run"
-    stderr().print(f"wrote {tally.documents:,} predictions to {where}: {tally.tokens:,} tokens, "
-                   f"{100 * tally.unknown_share:.1f}% unknown to the model's vocabulary, {speed:,.0f} documents/s",
-                   highlight=False)
+    if stopped is not None:  # only the partial output is there: OUT is written when the run completes
+        before = f" ({tally.documents + tally.resumed:,} in all)" if tally.resumed else ""
+        stderr().print(f"stopped by {signal_name(stopped)} after {tally.documents:,} more documents{before}; "
+                       f"{where} is not written yet: run the same command again to continue", highlight=False)
+    else:
+        if tally.resumed:
+            where += f" after the {tally.resumed:,} of the interrupted run"
+        stderr().print(f"wrote {tally.documents:,} predictions to {where}: {tally.tokens:,} tokens, "
+                       f"{100 * tally.unknown_share:.1f}% unknown to the model's vocabulary, {speed:,.0f} "
+                       "documents/s", highlight=False)
     if tally.unknown_share > UNKNOWN_WARNING:
         stderr().print(Text(f"warning: {100 * tally.unknown_share:.0f}% of the tokens are unknown to the model's "
                             "vocabulary, so its predictions say little about these documents (was it trained on "
                             "text like them?)", style="yellow"))
     if stopped is not None:
-        stderr().print(f"stopped by {signal_name(stopped)} after {tally.documents:,} more documents; run the same "
-                       "command again to continue", highlight=False)
         raise typer.Exit(128 + stopped)

@@ -98,7 +98,9 @@ def open_text(path: str | Path, resume_at: int | None) -> TextIO:
             raise UserError(f"{path}: cannot continue at byte {resume_at:,}; the file has {size:,} bytes")
         os.truncate(path, resume_at)
         return open(path, "a", encoding="utf-8", newline="")
-    except FileNotFoundError:
+    except FileNotFoundError as err:
+        if resume_at is None:  # a folder that takes no new file (/proc), or one removed meanwhile
+            raise UserError(f"{path}: cannot write here ({err.strerror or err})") from None
         raise UserError(f"{path}: no such file to continue") from None
     except OSError as err:
         raise UserError(f"{path}: cannot write here ({err.strerror or err})") from None

@@ -13,6 +13,7 @@ the file) is a :class:`~rationale_cli.runtime.errors.UserError` before anything 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 import stat
@@ -54,11 +55,19 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-def writable_target(path: str | os.PathLike) -> Path | None:
+def not_created(target: Path, err: OSError) -> str:
+    """Why no file could be created beside ``target``, in words."""
+    reason = "" if err.errno == errno.ENOENT else f": {err.strerror or err}"  # ENOENT: a folder like /proc
+    return f"no file can be created in {target.parent}{reason}"
+
+
+def writable_target(path: str | os.PathLike, probe: bool = True) -> Path | None:
     """The regular file that writing ``path`` creates or replaces (a link's target), or
     None for a device or a pipe, which are written through; a
     :class:`~rationale_cli.runtime.errors.UserError` where nothing can be written. Commands call
-    it before their work, so that a bad output path costs nothing."""
+    it before their work, so that a bad output path costs nothing. With ``probe`` a file is
+    created beside the target and removed at once, which proves that one can be (the
+    temporary file of an atomic write, or a partial output, will be written there)."""
     try:
         found = os.stat(path)  # through symbolic links
     except FileNotFoundError:
@@ -74,6 +83,11 @@ def writable_target(path: str | os.PathLike) -> Path | None:
         raise UserError(f"{path}: cannot write here (no such folder: {target.parent})")
     if not os.access(target.parent, os.W_OK):
         raise UserError(f"{path}: cannot write here (no permission to write in {target.parent})")
+    if probe:  # os.access says yes to root, and to folders (/proc, a read-only mount) that take no new file
+        try:
+            _create_temp(target).unlink()
+        except OSError as err:
+            raise UserError(f"{path}: cannot write here ({not_created(target, err)})") from None
     return target
 
 
@@ -90,14 +104,14 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         with atomic_path(run_dir / "model.safetensors") as tmp:
             save_file(tensors, tmp)
     """
-    target = writable_target(path)
+    target = writable_target(path, probe=False)  # creating the temporary file is the probe
     if target is None:
         yield Path(path)  # a device or a pipe: written through, nothing to replace
         return
     try:
         tmp = _create_temp(target)
     except OSError as err:
-        raise UserError(f"{path}: cannot write here ({err.strerror or err})") from None
+        raise UserError(f"{path}: cannot write here ({not_created(target, err)})") from None
     mode = tmp.stat().st_mode & 0o777
     try:
         yield tmp

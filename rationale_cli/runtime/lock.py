@@ -38,10 +38,43 @@ def holder(path: Path) -> str:
 def run_lock(out: Path) -> Iterator[None]:
     """Hold the lock on run directory ``out`` for the duration of the block."""
     path = lock_path(out)
+    created = [folder for folder in (path.parent, *path.parent.parents) if not folder.exists()]  # deepest first
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
+        remove_empty(created)
         raise UserError(f"{out}: cannot create the run directory here ({err.strerror})") from None
+    try:
+        handle = locked(out, path)
+    except BaseException:
+        remove_empty(created)
+        raise
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"{os.getpid()} {socket.gethostname()}\n")
+    handle.flush()
+    try:
+        yield
+    except BaseException:
+        path.unlink(missing_ok=True)
+        handle.close()
+        remove_empty(created)  # a training that failed leaves no folder it made for the run
+        raise
+    path.unlink(missing_ok=True)  # while still held, so no one locks a file about to vanish
+    handle.close()
+
+
+def remove_empty(folders: list[Path]) -> None:
+    """Remove ``folders`` (deepest first) that are empty, as :func:`run_lock` found them missing."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:  # not empty (another process wrote there meanwhile), or gone
+            return
+
+
+def locked(out: Path, path: Path):
+    """The lock file ``path`` of run directory ``out``, open and locked."""
     while True:
         try:
             handle = open(path, "a+", encoding="utf-8")
@@ -58,12 +91,4 @@ def run_lock(out: Path) -> Iterator[None]:
         except FileNotFoundError:
             pass
         handle.close()
-    handle.seek(0)
-    handle.truncate()
-    handle.write(f"{os.getpid()} {socket.gethostname()}\n")
-    handle.flush()
-    try:
-        yield
-    finally:
-        path.unlink(missing_ok=True)  # while still held, so no one locks a file about to vanish
-        handle.close()
+    return handle
