@@ -4,6 +4,7 @@ the commands pass to the library."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Optional
 
 from models.decoding import Decoding
@@ -43,14 +44,11 @@ def parse_decoding(loaded, rate: Optional[str], rate_over: str, coherence: Optio
         decoding = asked_decoding(loaded, rate=rate, coherence=coherence)
         return decoding, decoding_metrics(decoding)
     asked_decoding(loaded, coherence=coherence)  # the cost is checked before the scoring pass
-    if scoring is None:
-        decoding, share = at_corpus_rate(loaded, rate, records, coherence=coherence, batch_size=batch_size,
+    with scoring() if scoring else contextlib.nullcontext(lambda n: None) as advance:
+        counted = (advance(1) or record for record in records)
+        decoding, share = at_corpus_rate(loaded, rate, counted, coherence=coherence, batch_size=batch_size,
                                          device=device)
-    else:
-        with scoring() as advance:
-            counted = (advance(1) or record for record in records)
-            decoding, share = at_corpus_rate(loaded, rate, counted, coherence=coherence, batch_size=batch_size,
-                                             device=device)
+    if scoring:
         stderr().print(f"decoding at threshold {decoding.threshold:.6g}, which keeps {100 * share:g}% of "
                        "the input's tokens", highlight=False)
     return decoding, decoding_metrics(decoding, share)

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from rationale_cli.runs.config import TrainConfig, resolve, resume_config
 from rationale_cli.runtime.errors import UserError
-from rationale_cli.training.trainer import Trained
+from rationale_cli.training.trainer import Trained, train_config
 
 
 def resumed(out: Path, config: Path | None, force: bool, options: dict) -> TrainConfig:
@@ -32,7 +32,6 @@ def train_options(out: Path, config: Path | None, options: dict, *, force: bool 
     those not given) over the TOML file ``config``; with ``resume``, go on with the stopped run
     there. The trained run, or None on the ranks after the first of a distributed run."""
     from rationale_cli.training.distributed import process_group, rank
-    from rationale_cli.training.trainer import train_config
 
     cfg = resumed(out, config, force, options) if resume else resolve(config, options)
     if not cfg.data:

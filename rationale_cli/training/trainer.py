@@ -197,8 +197,7 @@ def train_config(config: TrainConfig, out: Path | None = None, console: Console 
         return train_run(config, *training_data(config), None, console, verbose=verbose, selector=selector)
     if out.exists() and not out.is_dir():
         raise UserError(f"{out}: is a file; --out names the run directory to create")
-
-    def refuse_occupied() -> None:
+    with run_lock(out) if rank() == 0 else contextlib.nullcontext():  # a failure removes folders it made
         if (out / WEIGHTS).exists() and not force and not resume:
             raise UserError(f"{out}: a trained run is already there; choose another --out or pass --force")
         if out.is_dir() and not force and not resume and not is_run_directory(out) and any(out.iterdir()):
@@ -206,9 +205,5 @@ def train_config(config: TrainConfig, out: Path | None = None, console: Console 
             shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
             raise UserError(f"{out}: holds files that are not a run's ({shown}); choose a new or empty folder "
                             "for --out, or pass --force to write the run's files beside them")
-
-    refuse_occupied()  # before reading the data, which may take long
-    data = training_data(config)  # before the lock, which creates --out's parent: bad input creates nothing
-    with run_lock(out) if rank() == 0 else contextlib.nullcontext():
-        refuse_occupied()  # again, holding the lock: another training may have finished there meanwhile
-        return train_run(config, *data, out, console, resume=resume, verbose=verbose, selector=selector)
+        return train_run(config, *training_data(config), out, console, resume=resume, verbose=verbose,
+                         selector=selector)
