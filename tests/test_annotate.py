@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rationale_cli.data import sources
-from rationale_cli.annotation.engine import Shard, count_documents, partial_path, state_path
+from rationale_cli.annotation.engine import Shard, count_documents, partial_path, shard_record_path, state_path
 from rationale_cli.data.batching import capped_batches
 from rationale_cli.cli import app
 from rationale_cli.runtime.errors import UserError
@@ -169,11 +169,37 @@ def test_shards_merged_equal_the_unsharded_output(run_dir, corpus, whole, tmp_pa
         assert result.exit_code == 0, result.output
         parts.append(part)
     assert sum(len(p.read_text().splitlines()) for p in parts) == 6000
-    result = invoke("merge", *parts, "--out", tmp_path / "merged.jsonl", "--window", 200)
-    assert result.exit_code == 0, result.output
-    assert (tmp_path / "merged.jsonl").read_bytes() == whole.read_bytes()
-    result = invoke("merge", parts[1], parts[0], parts[2], "--out", tmp_path / "wrong.jsonl", "--window", 200)
-    assert result.exit_code == 2 or (tmp_path / "wrong.jsonl").read_bytes() != whole.read_bytes()
+    for order in (parts, [parts[1], parts[2], parts[0]]):  # the records beside the parts give the order
+        result = invoke("merge", *order, "--out", tmp_path / "merged.jsonl", "--force")
+        assert result.exit_code == 0, result.output
+        assert (tmp_path / "merged.jsonl").read_bytes() == whole.read_bytes()
+
+
+def test_merge_refuses_anything_but_one_complete_unchanged_shard_set(run_dir, corpus, tmp_path):
+    parts = []
+    for index in range(3):
+        part = tmp_path / f"part{index}.jsonl"
+        assert invoke("predict", run_dir, corpus, "--out", part, "--window", 3000, "--shard", f"{index}/3").exit_code == 0
+        parts.append(part)
+    other = tmp_path / "other.jsonl"  # shard 1/3 of the same input with another window
+    assert invoke("predict", run_dir, corpus, "--out", other, "--window", 2000, "--shard", "1/3").exit_code == 0
+    copy = tmp_path / "copy.jsonl"
+    copy.write_bytes(parts[1].read_bytes())
+    shard_record_path(copy).write_bytes(shard_record_path(parts[1]).read_bytes())
+    out = tmp_path / "merged.jsonl"
+    for given, message in (([parts[0], parts[2]], "shard 1/3 missing"),
+                           ([parts[0], other, parts[2]], "(another window)"),
+                           ([*parts, copy], "are both shard 1/3"),
+                           ([parts[0], corpus, parts[2]], "no reviews.jsonl.shard.json beside it")):
+        result = invoke("merge", *given, "--out", out)
+        assert result.exit_code == 2 and message in result.output, result.output
+        assert not out.exists()
+    whole = invoke("predict", run_dir, corpus, "--out", parts[2], "--window", 3000, "--force")
+    assert whole.exit_code == 0 and not shard_record_path(parts[2]).exists()  # no longer a shard
+    with open(parts[1], "a", encoding="utf-8") as handle:
+        handle.write("{}\n")
+    result = invoke("merge", parts[1], "--out", out)
+    assert result.exit_code == 2 and "changed since `predict` wrote it" in result.output, result.output
 
 
 def test_ids_come_from_the_chosen_field(run_dir, corpus, whole):

@@ -2,10 +2,12 @@
 (or, with ``--force``, only the run's files beside theirs), and ``merge`` never writes over
 one of its parts or an existing file without ``--force``."""
 
+import json
 from pathlib import Path
 
 from typer.testing import CliRunner
 
+from rationale_cli.annotation.engine import shard_record_path
 from rationale_cli.cli import app
 
 SMALL = ["--epochs", "1", "--encoder", "cnn", "--extractor", "attention", "--embedding-dim", "8", "--hidden-size", "8"]
@@ -38,10 +40,13 @@ def test_train_writes_into_an_empty_folder_and_over_its_own_run_with_force(tmp_p
 
 
 def parts_of(tmp_path: Path) -> list[Path]:
+    """Two shards' outputs of two documents each, with the records predict writes beside them."""
     parts = []
     for index in range(2):
         part = tmp_path / f"part{index}.jsonl"
         part.write_text("".join(f'{{"id": "{index}-{i}"}}\n' for i in range(2)))
+        shard_record_path(part).write_text(json.dumps({"shard": f"{index}/2", "window": 2, "bytes": part.stat().st_size,
+                                                       "input": {"path": "in.jsonl"}, "model": "m"}))
         parts.append(part)
     return parts
 
@@ -52,12 +57,12 @@ def test_merge_never_writes_over_a_part_or_an_existing_file(tmp_path):
     for args, message in (((*parts, "--out", parts[0]), "is one of the parts"),
                           ((parts[0], parts[0], "--out", tmp_path / "m.jsonl"), "given twice"),
                           ((*parts, "--out", parts[1], "--force"), "is one of the parts")):
-        result = invoke("merge", *args, "--window", 2)
+        result = invoke("merge", *args)
         assert result.exit_code == 2 and message in result.output, result.output
     assert [part.read_bytes() for part in parts] == before
     merged = tmp_path / "merged.jsonl"
     merged.write_text("the user's\n")
-    refused = invoke("merge", *parts, "--out", merged, "--window", 2)
+    refused = invoke("merge", *parts, "--out", merged)
     assert refused.exit_code == 2 and "exists; use --force" in refused.output and merged.read_text() == "the user's\n"
-    assert invoke("merge", *parts, "--out", merged, "--window", 2, "--force").exit_code == 0
+    assert invoke("merge", *parts, "--out", merged, "--force").exit_code == 0
     assert [line[8:11] for line in merged.read_text().splitlines()] == ["0-0", "0-1", "1-0", "1-1"]

@@ -119,6 +119,12 @@ def state_path(out: Path) -> Path:
     return out.with_name(f".{out.name}.predict.json")
 
 
+def shard_record_path(out: Path) -> Path:
+    """Where a finished ``--shard I/N`` output records which shard of which run it is (for
+    :func:`shard_set`), beside the output, to be copied with it."""
+    return out.with_name(f"{out.name}.shard.json")
+
+
 def partial_path(out: Path) -> Path:
     """Where a run's output grows until it is complete (then renamed to ``out``)."""
     return out.with_name(f".{out.name}.partial")
@@ -170,13 +176,43 @@ def discard(out: Path) -> None:
     partial_path(out).unlink(missing_ok=True)
 
 
+class Stopped(BaseException):
+    """A signal received while a window was being annotated: that window is dropped (not
+    written, so continuing redoes it). Not an :class:`Exception`, so the partial output and
+    its state stay."""
+
+
+class Stops(list):
+    """The numbers of the SIGINT and SIGTERM received, in order. Between windows a signal is
+    only recorded (work stops at the next safe point); while :meth:`armed` computes one, it
+    also raises :class:`Stopped` at once, so a long window (a long document) never delays a stop."""
+
+    armed = False
+
+    def receive(self, number: int, _frame) -> None:
+        self.append(number)
+        if self.armed:
+            self.armed = False
+            raise Stopped
+
+    def armed_over(self, items: Iterator) -> Iterator:
+        """The items of ``items``, each computed armed (nothing is written meanwhile)."""
+        while True:
+            self.armed = True
+            try:
+                item = next(items)
+            except StopIteration:
+                return
+            finally:
+                self.armed = False
+            yield item
+
+
 @contextmanager
-def stop_requests() -> Iterator[list[int]]:
-    """SIGINT and SIGTERM recorded (not raised) while the block runs: the list gets the
-    signal number, so work stops at the next safe point."""
-    received: list[int] = []
-    handlers = {sig: signal.signal(sig, lambda number, _frame: received.append(number))
-                for sig in (signal.SIGINT, signal.SIGTERM)}
+def stop_requests() -> Iterator[Stops]:
+    """SIGINT and SIGTERM received while the block runs, as :class:`Stops`."""
+    received = Stops()
+    handlers = {sig: signal.signal(sig, received.receive) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield received
     finally:
@@ -229,7 +265,7 @@ def annotate(job: Job, run: Run, records: Iterable[Record], device, *, force: bo
                                                          eraser=job.output_format == "eraser",
                                                          decoding=job.decoding) as annotated, \
                 open_writer(target, job.output_format, start.bytes if start else None) as writer:
-            for index, window, outputs in annotated(enumerate(mine), done, tally, progress):
+            for index, window, outputs in stops.armed_over(annotated(enumerate(mine), done, tally, progress)):
                 writer.write(outputs)
                 size = writer.flush()
                 if resumable:
@@ -237,11 +273,10 @@ def annotate(job: Job, run: Run, records: Iterable[Record], device, *, force: bo
                         {"identity": identity, **asdict(Resume(index + 1, size))}) + "\n")
                 tally.add(outputs)
                 progress(len(window))
-                if stops and not resumable:
-                    raise UserError(f"stopped by signal {stops[0]}: {job.out} cannot be continued, so nothing "
-                                    "was written")
                 if stops:
                     break
+    except Stopped:  # the window in progress is dropped; what was written stays, to be continued
+        pass
     except WorkerDied:  # as after SIGKILL: what was written stays, to be continued
         raise UserError(f"a worker process died (killed, or out of memory?); {job.out} can be continued: run "
                         "the same command again") from None
@@ -249,13 +284,31 @@ def annotate(job: Job, run: Run, records: Iterable[Record], device, *, force: bo
         if not direct:
             discard(dest)
         raise
+    if stops and not resumable:
+        if direct:
+            raise UserError(f"stopped by signal {stops[0]}: {job.out} holds the first {tally.documents:,} "
+                            "documents and cannot be continued")
+        discard(dest)
+        raise UserError(f"stopped by signal {stops[0]}: {job.out} cannot be continued, so nothing was written")
     tally.seconds = time.perf_counter() - began
     if stops:
         return tally, stops[0]
     if not direct:
         os.replace(target, dest)
         state_path(dest).unlink(missing_ok=True)
+        record_shard(job, dest, identity)
     return tally, None
+
+
+def record_shard(job: Job, out: Path, identity: dict) -> None:
+    """Beside a finished shard's output, which shard of which input and model it is, the
+    window and the output's size; beside any other output, no such record (an earlier one goes)."""
+    record = shard_record_path(out)
+    if job.shard.count == 1:
+        record.unlink(missing_ok=True)
+        return
+    write_text_atomic(record, json.dumps({"shard": str(job.shard), "window": job.window, "bytes": out.stat().st_size,
+                                          "input": identity["input"], "model": identity["model"]}) + "\n")
 
 
 def count_documents(path: str) -> int | None:
@@ -271,6 +324,48 @@ def count_documents(path: str) -> int | None:
             lines += block.count(b"\n")
             last = block[-1:]
     return lines + (last != b"\n")
+
+
+def shard_set(parts: Sequence[Path]) -> tuple[list[Path], int]:
+    """``parts`` in shard order and the window they were annotated with, from the record beside
+    each (:func:`record_shard`); a :class:`UserError` unless they are every shard of one input
+    and one model, each unchanged since ``predict`` wrote it."""
+    found: dict[int, Path] = {}
+    first = None
+    for part in parts:
+        record = read_shard_record(part)
+        shard = Shard.parse(str(record.get("shard")))
+        if part.stat().st_size != record.get("bytes"):
+            raise UserError(f"{part}: changed since `predict` wrote it (its size differs from {shard_record_path(part).name})")
+        same = {key: record.get(key) for key in ("input", "model", "window")} | {"count": shard.count}
+        if first is None:
+            first = same
+        elif same != first:
+            differ = ", ".join(key for key in same if same[key] != first[key])
+            raise UserError(f"{part}: not a shard of the same run as {parts[0]} (another {differ})")
+        if shard.index in found:
+            raise UserError(f"{part} and {found[shard.index]} are both shard {shard}")
+        found[shard.index] = part
+    count = first["count"]
+    missing = [f"{index}/{count}" for index in range(count) if index not in found]
+    if missing:
+        raise UserError(f"shard {', '.join(missing)} missing: merge needs the outputs of all {count} shards")
+    return [found[index] for index in range(count)], first["window"]
+
+
+def read_shard_record(part: Path) -> dict:
+    """The record beside a shard's output (:func:`record_shard`)."""
+    path = shard_record_path(part)
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{part}: no {path.name} beside it; merge takes the outputs of `predict --shard I/N`, "
+                        "each with the record predict writes beside it") from None
+    except (OSError, ValueError) as err:
+        raise UserError(f"{path}: unreadable ({err})") from None
+    if not isinstance(record, dict):
+        raise UserError(f"{path}: not a shard record (expected a JSON object)")
+    return record
 
 
 def merge(parts: Sequence[Path], out: Path, window: int = WINDOW) -> int:

@@ -130,11 +130,12 @@ def annotate_prediction(prediction: Prediction, loaded, device, *, force: bool =
     return annotate(prediction.job(decoding), loaded, records, device, force=force, progress=progress)
 
 
-def merge_outputs(parts: Sequence[Path], out: Path, window: int = WINDOW, force: bool = False) -> int:
-    """The outputs of a sharded ``predict`` (JSONL or CSV, in shard order) merged into ``out`` in
-    input order (:func:`engine.merge`); the number of documents. ``out`` is never one of the
-    parts, and an existing ``out`` is replaced only with ``force``."""
-    from rationale_cli.annotation.engine import merge
+def merge_outputs(parts: Sequence[Path], out: Path, force: bool = False) -> int:
+    """The outputs of a sharded ``predict`` (JSONL or CSV, in any order) merged into ``out`` in
+    input order (:func:`engine.merge`); the number of documents. The parts must be one complete
+    shard set (:func:`engine.shard_set`); ``out`` is never one of them, and an existing ``out`` is
+    replaced only with ``force``."""
+    from rationale_cli.annotation.engine import merge, shard_set
 
     for index, part in enumerate(parts):
         if not part.is_file():
@@ -147,5 +148,6 @@ def merge_outputs(parts: Sequence[Path], out: Path, window: int = WINDOW, force:
         raise UserError(f"{out}: exists; use --force to replace it")
     if len({part.suffix.lower() for part in parts}) > 1:
         raise UserError("the parts have different formats; merge JSONL parts or CSV parts")
+    ordered, window = shard_set(parts)
     writable_target(out)
-    return merge(parts, out, window)
+    return merge(ordered, out, window)

@@ -6,22 +6,24 @@ from pathlib import Path
 
 import typer
 
-from rationale_cli.annotation.engine import WINDOW
-from rationale_cli.cli._util import Command, app, check_at_least, friendly, stderr
+from rationale_cli.cli._util import Command, app, friendly, stderr
 
 
 @app.command(cls=Command)
 @friendly
 def merge(
-    parts: list[Path] = typer.Argument(..., help="The outputs of `predict --shard 0/N` ... `--shard N-1/N`, "
-                                       "in that order (JSONL or CSV)."),
+    parts: list[Path] = typer.Argument(..., help="The outputs of `predict --shard 0/N` ... `--shard N-1/N` "
+                                       "(JSONL or CSV), in any order, each with the PART.shard.json predict wrote "
+                                       "beside it."),
     out: Path = typer.Option(..., "--out", "-o", help="The merged output, in input order."),
-    window: int = typer.Option(WINDOW, help="The --window the shards were annotated with."),
     force: bool = typer.Option(False, "--force", metavar="", help="Replace an existing output."),
 ):
-    """Merge the outputs of a sharded `predict` back into input order."""
+    """Merge the outputs of a sharded `predict` back into input order.
+
+    The record `predict --shard I/N` writes beside each part (PART.shard.json) says which
+    shard it is: the parts are put in shard order, and they must be every shard of one input
+    and one model, each unchanged since."""
     from rationale_cli.annotation.predict_job import merge_outputs
 
-    check_at_least("--window", window, 1)
-    count = merge_outputs(parts, out, window, force)
+    count = merge_outputs(parts, out, force)
     stderr().print(f"wrote {count:,} predictions to {out}", highlight=False)

@@ -13,6 +13,7 @@ from torch import Tensor
 
 from rationale_cli.data.records import Record
 from rationale_cli.data.vocab import Vocab
+from rationale_cli.runtime.errors import UserError
 
 
 SEP = "[SEP]"  # between a document and its query
@@ -34,6 +35,8 @@ def model_tokens(record: Record) -> list[str]:
 
 
 TOKENS_PER_DOCUMENT = 256  # a batch of n documents holds at most n times this many padded positions
+MAX_DOCUMENT_TOKENS = 1 << 16  # a longer document is refused: no batch holds more positions at test time
+MAX_TRAINING_TOKENS = 1 << 18  # padded positions of a training batch (per process), whatever --batch-size
 
 
 def model_length(record: Record) -> int:
@@ -41,15 +44,32 @@ def model_length(record: Record) -> int:
     return len(record.tokens) + (len(record.query) + 1 if record.query else 0)
 
 
+def checked_length(record: Record) -> int:
+    """:func:`model_length`, or a :class:`UserError` naming a document longer than
+    :data:`MAX_DOCUMENT_TOKENS` (a file without line breaks reads as one such document)."""
+    length = model_length(record)
+    if length > MAX_DOCUMENT_TOKENS:
+        raise UserError(f"{record.where}: a document of {length:,} tokens; at most {MAX_DOCUMENT_TOKENS:,} are "
+                        "read (is the file missing line breaks? split longer documents into parts)")
+    return length
+
+
 def capped_batches(records: Iterable[Record], size: int) -> Iterator[list[Record]]:
     """Batches in input order of at most ``size`` documents and ``size * TOKENS_PER_DOCUMENT``
-    padded positions, so that long documents make smaller batches (memory stays bounded
-    whatever the lengths); a document longer than that is a batch of its own."""
-    budget = size * TOKENS_PER_DOCUMENT
+    padded positions (never more than :data:`MAX_DOCUMENT_TOKENS`), so that long documents
+    make smaller batches and memory stays bounded whatever the lengths and ``size``; a document
+    longer than that is a batch of its own."""
+    return cut(records, size, min(size * TOKENS_PER_DOCUMENT, MAX_DOCUMENT_TOKENS))
+
+
+def cut(records: Iterable[Record], size: int, budget: int) -> Iterator[list[Record]]:
+    """``records`` in input order in parts of at most ``size`` documents and ``budget`` padded
+    positions (a document longer than ``budget`` alone); a document longer than
+    :data:`MAX_DOCUMENT_TOKENS` is refused."""
     batch: list[Record] = []
     longest = 0
     for record in records:
-        length = model_length(record)
+        length = checked_length(record)
         if batch and (len(batch) == size or max(longest, length) * (len(batch) + 1) > budget):
             yield batch
             batch, longest = [], 0
@@ -87,15 +107,17 @@ def make_batch(records: Sequence[Record], vocab: Vocab, task=None, device: str |
     return Batch(list(records), ids.to(device), mask.to(device), targets, visible)
 
 
-def length_batches(records: Sequence[Record], batch_size: int, *, rng: random.Random | None = None) -> Iterator[list[Record]]:
-    """Batches of similar length (less padding for recurrent encoders).
+def length_batches(records: Sequence[Record], batch_size: int, *, rng: random.Random | None = None,
+                   budget: int = MAX_TRAINING_TOKENS) -> Iterator[list[Record]]:
+    """Batches of similar length (less padding for recurrent encoders) of at most
+    ``batch_size`` documents and ``budget`` padded positions (:func:`cut`: a batch of long
+    documents is split, a document longer than :data:`MAX_DOCUMENT_TOKENS` refused).
 
     With ``rng``, documents are shuffled, sorted by length within pools of 50
     batches, and the batches shuffled; without, the input order is kept.
     """
     if rng is None:
-        for start in range(0, len(records), batch_size):
-            yield list(records[start : start + batch_size])
+        yield from cut(records, batch_size, budget)
         return
     order = list(records)
     rng.shuffle(order)
@@ -103,6 +125,6 @@ def length_batches(records: Sequence[Record], batch_size: int, *, rng: random.Ra
     batches = []
     for start in range(0, len(order), pool):
         chunk = sorted(order[start : start + pool], key=lambda r: len(r.tokens))
-        batches += [chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size)]
+        batches += cut(chunk, batch_size, budget)
     rng.shuffle(batches)
     yield from batches

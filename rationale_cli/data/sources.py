@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from rationale_cli.runtime.errors import UserError
+from rationale_cli.data.batching import checked_length
 from rationale_cli.data.readers import detect_format, iter_records
 from rationale_cli.data.records import Record
 from rationale_cli.data.synthetic import demo_records
@@ -30,8 +31,12 @@ def load(path: str, split: str, *, fmt: str = "auto", aspect: int | None = None,
          text_col: str = "text", label_col: str = "label", query: bool = True) -> list[Record]:
     """Documents of ``split`` (train, valid or test): the split of the demo corpus or of an
     ERASER folder; any other source is read whole. Without ``query`` the documents'
-    queries are dropped."""
-    return list(stream(path, split, fmt=fmt, aspect=aspect, text_col=text_col, label_col=label_col, query=query))
+    queries are dropped. A document longer than a model reads is refused here, before any work
+    (:func:`~rationale_cli.data.batching.checked_length`)."""
+    records = list(stream(path, split, fmt=fmt, aspect=aspect, text_col=text_col, label_col=label_col, query=query))
+    for record in records:
+        checked_length(record)
+    return records
 
 
 def stream(path: str, split: str = "test", *, fmt: str = "auto", aspect: int | None = None,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 Span = tuple[int, int]
+PIECE = 1 << 16  # characters tokenized in one call: a long text goes in pieces (a stop is never far off)
 
 
 @lru_cache(maxsize=1)
@@ -22,13 +23,31 @@ def _tokenizer():
 def tokenize(text: str) -> tuple[list[str], list[Span]]:
     """Token texts and their character ``(start, end)`` offsets in ``text``.
 
-    Whitespace tokens are dropped, so ``text[start:end] == token`` for each pair.
+    Whitespace tokens are dropped, so ``text[start:end] == token`` for each pair. A text
+    longer than :data:`PIECE` is tokenized in pieces cut at spaces, which no token spans (the
+    tokenizer splits on spaces first), so the tokens are the same.
     """
     tokens: list[str] = []
     offsets: list[Span] = []
-    for token in _tokenizer()(text):
-        if token.is_space:
-            continue
-        tokens.append(token.text)
-        offsets.append((token.idx, token.idx + len(token.text)))
+    for start, piece in pieces(text):
+        for token in _tokenizer()(piece):
+            if token.is_space:
+                continue
+            tokens.append(token.text)
+            offsets.append((start + token.idx, start + token.idx + len(token.text)))
     return tokens, offsets
+
+
+def pieces(text: str):
+    """``(start, piece)`` of ``text`` in pieces of at most about :data:`PIECE` characters, cut
+    at spaces (each cut drops one space); a run of more without a space is one piece."""
+    start = 0
+    while len(text) - start > PIECE:
+        cut = text.rfind(" ", start + 1, start + PIECE)
+        if cut < 0:
+            cut = text.find(" ", start + PIECE)
+            if cut < 0:
+                break
+        yield start, text[start:cut]
+        start = cut + 1
+    yield start, text[start:]

@@ -89,10 +89,10 @@ def open_text(path: str | Path, resume_at: int | None) -> TextIO:
         if resume_at is not None:
             raise UserError("standard output (-) cannot be continued; write to a file to resume")
         return sys.stdout
-    writable_target(path)
+    through = writable_target(path) is None  # a device or pipe: never cut what the shell set up (>>)
     try:
         if resume_at is None:
-            return open(path, "w", encoding="utf-8", newline="")
+            return open(path, "a" if through else "w", encoding="utf-8", newline="")
         size = os.path.getsize(path)
         if not 0 <= resume_at <= size:
             raise UserError(f"{path}: cannot continue at byte {resume_at:,}; the file has {size:,} bytes")

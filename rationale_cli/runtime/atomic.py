@@ -5,7 +5,8 @@ Output goes to a temporary file in the target's own directory (so the final
 replaces the target only once it is complete. On an exception the temporary
 file is deleted and an existing target is left as it was. Only regular files are
 replaced: a symbolic link is followed to its target (which is then replaced), and
-a character device or a named pipe (``/dev/stdout``, a fifo) is written through.
+a character device, a named pipe or a process's open file (``/dev/stdout``, a fifo,
+``/dev/fd/3``) is written through, appended to (so ``>> file`` keeps what it had).
 A path that cannot be written (a missing or read-only folder, a folder given as
 the file) is a :class:`~rationale_cli.runtime.errors.UserError` before anything is written.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import secrets
 import stat
 import sys
@@ -61,9 +63,26 @@ def not_created(target: Path, err: OSError) -> str:
     return f"no file can be created in {target.parent}{reason}"
 
 
+def open_descriptor(path: str | os.PathLike) -> bool:
+    """Whether ``path`` names an open file of a process (``/dev/stdout``, ``/dev/fd/N``,
+    ``/proc/self/fd/N``), through symbolic links: whatever file it is, the process holds it
+    open, so it is written through rather than replaced."""
+    current = os.path.abspath(path)
+    for _ in range(40):  # the kernel's limit on a chain of links
+        if re.fullmatch(r"/(dev|proc/[^/]+)/fd/\d+", current):
+            return True
+        try:
+            link = os.readlink(current)
+        except OSError:
+            return False
+        current = os.path.normpath(os.path.join(os.path.dirname(current), link))
+    return False
+
+
 def writable_target(path: str | os.PathLike, probe: bool = True) -> Path | None:
     """The regular file that writing ``path`` creates or replaces (a link's target), or
-    None for a device or a pipe, which are written through; a
+    None for a device, a pipe or an open descriptor (:func:`open_descriptor`), which are
+    written through; a
     :class:`~rationale_cli.runtime.errors.UserError` where nothing can be written. Commands call
     it before their work, so that a bad output path costs nothing. With ``probe`` a file is
     created beside the target and removed at once, which proves that one can be (the
@@ -76,7 +95,7 @@ def writable_target(path: str | os.PathLike, probe: bool = True) -> Path | None:
         raise UserError(f"{path}: cannot write here ({err.strerror})") from None
     if found is not None and stat.S_ISDIR(found.st_mode):
         raise UserError(f"{path}: is a folder; expected a file name to write")
-    if found is not None and not stat.S_ISREG(found.st_mode):
+    if found is not None and (not stat.S_ISREG(found.st_mode) or open_descriptor(path)):
         return None
     target = Path(os.path.realpath(path))
     if not target.parent.is_dir():
@@ -133,7 +152,7 @@ def text_output(path: str | os.PathLike) -> Iterator[TextIO]:
         yield sys.stdout
         sys.stdout.flush()
         return
-    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as handle:
+    with atomic_path(path) as tmp, open(tmp, "a", encoding="utf-8") as handle:  # a new file, or written through
         yield handle
 
 

@@ -1,0 +1,152 @@
+"""Long documents and large batches in bounded memory, and stops that come within seconds: a
+document longer than the model reads is one error line, no batch holds more than its bound
+whatever ``--batch-size``, a long text is tokenized in pieces (the same tokens), and a signal
+stops ``predict`` in the middle of a window."""
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rationale_cli.annotation.engine import Stopped, partial_path, state_path, stop_requests
+from rationale_cli.cli import app
+from rationale_cli.data import batching, tokenize
+from rationale_cli.data.batching import capped_batches, length_batches, model_length
+from rationale_cli.data.records import Record
+from rationale_cli.runtime.atomic import open_descriptor
+
+ROOT = Path(__file__).resolve().parent.parent
+SMALL = ["--epochs", "1", "--embedding-dim", "8", "--hidden-size", "8"]
+
+
+def invoke(*args):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def records_of(lengths):
+    return [Record(id=str(i), tokens=["w"] * n) for i, n in enumerate(lengths)]
+
+
+def test_a_long_text_is_tokenized_in_pieces_into_the_same_tokens(monkeypatch):
+    rng = random.Random(0)
+    words = ["beer", "head,", "(white)", "don't", "U.S.", "!!", "  ", "\n", "x" * 40]
+    text = " ".join(rng.choice(words) for _ in range(3000))
+    whole = tokenize.tokenize(text)
+    monkeypatch.setattr(tokenize, "PIECE", 50)
+    assert len(list(tokenize.pieces(text))) > 100
+    assert tokenize.tokenize(text) == whole
+    tokens, offsets = tokenize.tokenize("y" * 120 + " z")  # a run longer than a piece stays whole
+    assert tokens == ["y" * 120, "z"] and offsets == [(0, 120), (121, 122)]
+
+
+def test_no_batch_holds_more_than_its_bound_whatever_the_batch_size(monkeypatch):
+    monkeypatch.setattr(batching, "MAX_DOCUMENT_TOKENS", 1000)
+    records = records_of([300, 200, 900, 5, 5, 5, 1000] * 5)
+    for batch in capped_batches(records, 10**9):
+        assert len(batch) * max(model_length(r) for r in batch) <= 1000
+    assert sum(len(b) for b in capped_batches(records, 10**9)) == len(records)
+
+
+def test_training_batches_are_cut_only_where_they_exceed_the_bound():
+    records = records_of([random.Random(i).randrange(1, 400) for i in range(500)])
+    plain = list(length_batches(records, 16, rng=random.Random(3)))
+    bounded = list(length_batches(records, 16, rng=random.Random(3), budget=10**6))
+    assert [[r.id for r in b] for b in plain] == [[r.id for r in b] for b in bounded]
+    cut = list(length_batches(records, 16, rng=random.Random(3), budget=1200))
+    assert all(len(b) * max(model_length(r) for r in b) <= 1200 for b in cut)
+    assert sorted(r.id for b in cut for r in b) == sorted(r.id for r in records) and len(cut) > len(plain)
+
+
+def test_a_document_longer_than_the_model_reads_is_one_line_and_no_output(monkeypatch, tmp_path):
+    monkeypatch.setattr(batching, "MAX_DOCUMENT_TOKENS", 50)
+    data = tmp_path / "train.jsonl"
+    lines = [{"tokens": ["good"] * 5, "label": "pos"}, {"tokens": ["bad"] * 5, "label": "neg"}] * 10
+    data.write_text("".join(json.dumps(line) + "\n" for line in lines) + json.dumps(
+        {"tokens": ["good"] * 51, "label": "pos"}) + "\n")
+    result = invoke("train", "--data", data, "--out", tmp_path / "run", "--encoder", "cnn", *SMALL)
+    assert result.exit_code == 2, result.output
+    assert f"{data}:21: a document of 51 tokens; at most 50 are read" in result.output
+    assert "Traceback" not in result.output and not (tmp_path / "run").exists()
+
+
+@pytest.fixture(scope="module")
+def cnn_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("runs") / "cnn"
+    assert invoke("train", "--data", "demo", "--out", out, "--encoder", "cnn", *SMALL).exit_code == 0
+    return out
+
+
+def test_predict_refuses_a_file_without_line_breaks_in_one_line(cnn_run, tmp_path, monkeypatch):
+    monkeypatch.setattr(batching, "MAX_DOCUMENT_TOKENS", 500)
+    source = tmp_path / "one_line.txt"
+    source.write_text("the head is white . " * 200 + "\n")
+    out = tmp_path / "p.jsonl"
+    result = invoke("predict", cnn_run, source, "--out", out)
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert f"{source}:1: a document of 1,000 tokens; at most 500 are read" in result.output
+    assert not out.exists() and not partial_path(out).exists() and not state_path(out).exists()
+
+
+def test_a_signal_stops_the_window_being_computed_at_once():
+    def endless():
+        while True:
+            time.sleep(0.001)
+            yield
+
+    with stop_requests() as stops:
+        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM)).start()
+        started = time.monotonic()
+        with pytest.raises(Stopped):
+            for _ in stops.armed_over(endless()):
+                pass
+        assert time.monotonic() - started < 2 and stops == [signal.SIGTERM]
+        os.kill(os.getpid(), signal.SIGINT)  # between windows a signal is only recorded
+        time.sleep(0.05)
+        assert stops == [signal.SIGTERM, signal.SIGINT]
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_an_open_descriptor_is_written_through_never_replaced(cnn_run, tmp_path):
+    assert open_descriptor("/dev/stdout") and open_descriptor("/proc/self/fd/1")
+    assert not open_descriptor(tmp_path / "file.jsonl")
+    source = tmp_path / "reviews.txt"
+    source.write_text("the head is white .\nthe taste is bitter .\n")
+    kept = tmp_path / "kept.jsonl"
+    kept.write_text("the user's line\n")
+    command = (f"{sys.executable} -m rationale_cli predict {cnn_run} {source} --out /dev/stdout --force "
+               f">> {kept}")
+    done = subprocess.run(command, shell=True, cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    lines = kept.read_text().splitlines()
+    assert lines[0] == "the user's line" and [json.loads(line)["id"] for line in lines[1:]] == ["1", "2"]
+
+
+@pytest.mark.slow
+def test_sigterm_stops_predict_within_seconds_in_a_long_document(tmp_path):
+    """An RCNN over documents of 60,000 tokens: each is a batch of several seconds; SIGTERM in
+    the middle of one stops the command within 5 seconds, continuable."""
+    run = tmp_path / "rcnn"
+    assert invoke("train", "--data", "demo", "--out", run, "--encoder", "rcnn", *SMALL).exit_code == 0
+    source = tmp_path / "long.jsonl"
+    source.write_text("".join(json.dumps({"tokens": ["the", "head", "is", "white", "."] * 12000}) + "\n"
+                              for _ in range(6)))
+    out = tmp_path / "p.jsonl"
+    process = subprocess.Popen([sys.executable, "-m", "rationale_cli", "predict", str(run), str(source), "--out",
+                                str(out), "--window", "2", "--threads", "1"], cwd=ROOT, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    time.sleep(6)
+    assert process.poll() is None, "finished before it could be stopped"
+    process.send_signal(signal.SIGTERM)
+    signalled = time.monotonic()
+    _, err = process.communicate(timeout=60)
+    assert time.monotonic() - signalled < 5, err
+    assert process.returncode == 128 + signal.SIGTERM and "stopped by SIGTERM" in err and "Traceback" not in err
+    assert not out.exists() and partial_path(out).exists()
