@@ -118,3 +118,55 @@ def test_mutated_inputs_give_a_result_or_one_user_error(loaded, tmp_path, kind):
             outcomes["error"] += 1
     assert outcomes["result"] + outcomes["error"] == CASES // 4
     assert outcomes["error"] > 0  # the mutations do reach the error paths
+
+
+def test_a_file_without_line_breaks_is_one_document_refused_in_one_line(tmp_path, monkeypatch):
+    """What a corpus saved without its line breaks reads as: one document longer than a model reads."""
+    from rationale_cli.data import batching
+
+    monkeypatch.setattr(batching, "MAX_DOCUMENT_TOKENS", 30)
+    for name, data in (("in.txt", JSONL.replace("\n", " ")), ("in.jsonl", json.dumps({"text": BEER * 5}) + "\n"),
+                       ("in.csv", CSV.replace("\n", " ", 1).replace("\n", " ") + "\n")):
+        path = tmp_path / name
+        path.write_text(data)
+        try:
+            sources.load(str(path), "test")
+        except UserError as err:
+            assert "\n" not in str(err) and ("at most 30 are read" in str(err) or "column" in str(err)), str(err)
+        else:
+            pytest.fail(f"{name}: read without an error")
+
+
+OPTION_VALUES = {
+    "--batch-size": ["0", "-1", "1000000000", "10000000000000000000000", "x"],
+    "--window": ["0", "-5", "1000000000"],
+    "--shard": ["3/2", "a/b", "0/0", "-1/2", "1/1000000000"],
+    "--threads": ["-1", "100000"],
+    "--workers": ["0", "-2"],
+    "--rate": ["-0.1", "2", "nan", "inf", "0", "1e400"],
+    "--coherence": ["nan", "-inf", "1e400"],
+    "--out": ["/proc/x.jsonl", "{tmp}", "{tmp}/missing/p.jsonl", "/dev/null"],
+    "--format": ["beer", "eraser", "parquet", "???"],
+    "--aspect": ["-1", "99"],
+}
+
+
+def test_extreme_option_values_give_a_result_or_one_error_line(loaded, tmp_path):
+    """``predict`` with one or two options at values a user was seen to try (or worse): a
+    result, or one error line and a nonzero exit; never a traceback or another exception."""
+    source = tmp_path / "in.txt"
+    source.write_text("a hazy orange with a thick white head\nmurky brown , no head at all\n")
+    rng = random.Random("options")
+    runner = CliRunner()
+    for case in range(CASES // 8):
+        options = rng.sample(sorted(OPTION_VALUES), rng.choice([1, 2]))
+        args = ["predict", str(loaded.path), str(source)]
+        for option in options:
+            args += [option, rng.choice(OPTION_VALUES[option]).format(tmp=tmp_path)]
+        if "--out" not in options:
+            args += ["--out", str(tmp_path / f"p{case}.jsonl")]
+        result = runner.invoke(app, args)
+        assert result.exception is None or isinstance(result.exception, SystemExit), (args, result.exception)
+        assert "Traceback" not in result.output, (args, result.output)
+        if result.exit_code != 0:
+            assert result.exit_code == 2 and result.output.count("\n") <= 8, (args, result.output)

@@ -84,6 +84,10 @@ def plan_prediction(run: str | Path, input: str, out: str | Path, *, format: str
         raise UserError(f"--engine {engine}: expected local or dask")
     if workers > 1 and (engine == "dask" or device.startswith("cuda")):
         raise UserError("--workers: processes on this machine's CPU, not with --engine dask or --device cuda")
+    cpus = os.cpu_count() or 1
+    for flag, value in (("--threads", threads), ("--workers", workers)):
+        if value > cpus:  # torch crashes on a huge thread count; each worker holds a model
+            raise UserError(f"{flag} {value}: at most {cpus}, the CPUs of this machine")
     if workers > 1:
         device = "cpu"  # what the workers run on, whatever auto would choose
     if threads:
