@@ -1,22 +1,20 @@
 """Long documents and large batches in bounded memory, and stops that come within seconds: a
 document longer than the model reads is one error line, no batch holds more than its bound
 whatever ``--batch-size``, a long text is tokenized in pieces (the same tokens), and a signal
-stops ``predict`` in the middle of a window."""
+stops ``predict`` in the middle of a window (:mod:`rationale_cli.runtime.signals`)."""
 
 import json
-import os
 import random
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from rationale_cli.annotation.engine import Stopped, partial_path, state_path, stop_requests
+from rationale_cli.annotation.engine import partial_path, state_path
 from rationale_cli.cli import app
 from rationale_cli.data import batching, tokenize
 from rationale_cli.data.batching import capped_batches, length_batches, model_length
@@ -93,25 +91,6 @@ def test_predict_refuses_a_file_without_line_breaks_in_one_line(cnn_run, tmp_pat
     assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
     assert f"{source}:1: a document of 1,000 tokens; at most 500 are read" in result.output
     assert not out.exists() and not partial_path(out).exists() and not state_path(out).exists()
-
-
-def test_a_signal_stops_the_window_being_computed_at_once():
-    def endless():
-        while True:
-            time.sleep(0.001)
-            yield
-
-    with stop_requests() as stops:
-        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM)).start()
-        started = time.monotonic()
-        with pytest.raises(Stopped):
-            for _ in stops.armed_over(endless()):
-                pass
-        assert time.monotonic() - started < 2 and stops == [signal.SIGTERM]
-        os.kill(os.getpid(), signal.SIGINT)  # between windows a signal is only recorded
-        time.sleep(0.05)
-        assert stops == [signal.SIGTERM, signal.SIGINT]
-    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
 
 def test_an_open_descriptor_is_written_through_never_replaced(cnn_run, tmp_path):

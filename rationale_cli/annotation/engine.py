@@ -8,7 +8,8 @@ records how many windows are done, the partial output's size at that point, and 
 identity of the input, the model and the options. Rerunning the same command continues after the last complete window
 (anything written past it is cut off) and ends with the bytes an uninterrupted run
 writes; a different input, model or option is refused unless ``--force``. SIGINT and
-SIGTERM stop at the next window boundary; after SIGKILL the windows in progress are redone
+SIGTERM stop at once, dropping the windows in progress (:mod:`rationale_cli.runtime.signals`;
+a window's output and its state are written whole); after SIGKILL those windows are redone
 (one, or with ``--workers N`` up to N + 1). An error (bad input) removes the partial
 output and the state; a worker process that dies (killed, out of memory) leaves them, to
 be continued.
@@ -28,9 +29,8 @@ import gzip
 import hashlib
 import json
 import os
-import signal
 import time
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from itertools import islice
 from pathlib import Path
@@ -40,6 +40,7 @@ from models.decoding import OWN, Decoding
 from rationale_cli.runtime.allocator import keep_freed_memory
 from rationale_cli.runtime.atomic import text_output, writable_target, write_text_atomic
 from rationale_cli.runtime.errors import UserError
+from rationale_cli.runtime.signals import Stopped, stop_on_signals, writing
 from rationale_cli.annotation.windows import WorkerDied, window_annotator
 from rationale_cli.runs.inference import Output
 from rationale_cli.data.records import Record
@@ -176,50 +177,6 @@ def discard(out: Path) -> None:
     partial_path(out).unlink(missing_ok=True)
 
 
-class Stopped(BaseException):
-    """A signal received while a window was being annotated: that window is dropped (not
-    written, so continuing redoes it). Not an :class:`Exception`, so the partial output and
-    its state stay."""
-
-
-class Stops(list):
-    """The numbers of the SIGINT and SIGTERM received, in order. Between windows a signal is
-    only recorded (work stops at the next safe point); while :meth:`armed` computes one, it
-    also raises :class:`Stopped` at once, so a long window (a long document) never delays a stop."""
-
-    armed = False
-
-    def receive(self, number: int, _frame) -> None:
-        self.append(number)
-        if self.armed:
-            self.armed = False
-            raise Stopped
-
-    def armed_over(self, items: Iterator) -> Iterator:
-        """The items of ``items``, each computed armed (nothing is written meanwhile)."""
-        while True:
-            self.armed = True
-            try:
-                item = next(items)
-            except StopIteration:
-                return
-            finally:
-                self.armed = False
-            yield item
-
-
-@contextmanager
-def stop_requests() -> Iterator[Stops]:
-    """SIGINT and SIGTERM received while the block runs, as :class:`Stops`."""
-    received = Stops()
-    handlers = {sig: signal.signal(sig, received.receive) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield received
-    finally:
-        for sig, handler in handlers.items():
-            signal.signal(sig, handler)
-
-
 @dataclass
 class Job:
     """One ``rationale predict`` over a file."""
@@ -260,23 +217,23 @@ def annotate(job: Job, run: Run, records: Iterable[Record], device, *, force: bo
     tally, began = Tally(), time.perf_counter()
     mine = (w for i, w in enumerate(windows_of(records, job.window)) if i % job.shard.count == job.shard.index)
     done = start.windows if start else 0
+    stopped = None
     try:
-        with stop_requests() as stops, window_annotator(run, device, batch_size=job.batch_size, workers=job.workers,
-                                                         eraser=job.output_format == "eraser",
-                                                         decoding=job.decoding) as annotated, \
+        with stop_on_signals(), window_annotator(run, device, batch_size=job.batch_size, workers=job.workers,
+                                                  eraser=job.output_format == "eraser",
+                                                  decoding=job.decoding) as annotated, \
                 open_writer(target, job.output_format, start.bytes if start else None) as writer:
-            for index, window, outputs in stops.armed_over(annotated(enumerate(mine), done, tally, progress)):
-                writer.write(outputs)
-                size = writer.flush()
-                if resumable:
-                    write_text_atomic(state_path(dest), json.dumps(
-                        {"identity": identity, **asdict(Resume(index + 1, size))}) + "\n")
-                tally.add(outputs)
-                progress(len(window))
-                if stops:
-                    break
-    except Stopped:  # the window in progress is dropped; what was written stays, to be continued
-        pass
+            for index, window, outputs in annotated(enumerate(mine), done, tally, progress):
+                with writing():  # a window's output and the state that counts it, or neither
+                    writer.write(outputs)
+                    size = writer.flush()
+                    if resumable:
+                        write_text_atomic(state_path(dest), json.dumps(
+                            {"identity": identity, **asdict(Resume(index + 1, size))}) + "\n")
+                    tally.add(outputs)
+                    progress(len(window))
+    except Stopped as stop:  # a window in progress is dropped; what was written stays, to be continued
+        stopped = stop.signal
     except WorkerDied:  # as after SIGKILL: what was written stays, to be continued
         raise UserError(f"a worker process died (killed, or out of memory?); {job.out} can be continued: run "
                         "the same command again") from None
@@ -284,15 +241,15 @@ def annotate(job: Job, run: Run, records: Iterable[Record], device, *, force: bo
         if not direct:
             discard(dest)
         raise
-    if stops and not resumable:
+    if stopped is not None and not resumable:
         if direct:
-            raise UserError(f"stopped by signal {stops[0]}: {job.out} holds the first {tally.documents:,} "
+            raise UserError(f"stopped by signal {stopped}: {job.out} holds the first {tally.documents:,} "
                             "documents and cannot be continued")
         discard(dest)
-        raise UserError(f"stopped by signal {stops[0]}: {job.out} cannot be continued, so nothing was written")
+        raise UserError(f"stopped by signal {stopped}: {job.out} cannot be continued, so nothing was written")
     tally.seconds = time.perf_counter() - began
-    if stops:
-        return tally, stops[0]
+    if stopped is not None:
+        return tally, stopped
     if not direct:
         os.replace(target, dest)
         state_path(dest).unlink(missing_ok=True)

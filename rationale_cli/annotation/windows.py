@@ -1,6 +1,6 @@
 """Windows of documents annotated in order: here, or by worker processes (``--workers N``,
 one torch thread each, spawned with SIGINT and SIGTERM blocked so that only the main
-process stops at a window boundary) with a few windows in flight."""
+process receives them and stops them all) with a few windows in flight."""
 
 from __future__ import annotations
 
@@ -104,7 +104,7 @@ def start_workers(count: int, run: Run, decoding: Decoding) -> tuple[list[Connec
     """``count`` spawned processes serving windows over pipes (:func:`serve_windows`). They start
     with SIGINT and SIGTERM blocked (a new process inherits the signal mask; here the signals
     wait while blocked and arrive after), so a Ctrl-C or a signal to the whole process group
-    reaches this process alone, which stops at a window boundary."""
+    reaches this process alone, which stops them (:func:`stop_workers`)."""
     context = multiprocessing.get_context("spawn")
     links, processes = [], []
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})

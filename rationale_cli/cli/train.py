@@ -19,7 +19,7 @@ from rich.markup import escape
 
 from models.options import Spec, spelled
 from models.selectors import SELECTORS, all_option_specs, option_specs
-from rationale_cli.cli._util import Command, app, friendly, metrics_table, stderr, stdout
+from rationale_cli.cli._util import Command, app, friendly, metrics_table, signal_name, stderr, stdout
 from rationale_cli.runs.config import ALIASES, TRAIN_SPECS
 from rationale_cli.runs.flags import flag_of, negative_of
 
@@ -123,13 +123,21 @@ def extractor_epilog() -> str:
 
 def train(out: Path, config: Optional[Path], force: bool, resume: bool, verbose: bool = False, **options):
     """Train a select-then-predict model and write a run directory."""
+    from rationale_cli.runtime.signals import Stopped
+    from rationale_cli.training.endings import stopped_state
     from rationale_cli.training.train_job import train_options
 
     console = stderr()
-    trained = train_options(out, config, options, force=force, resume=resume, verbose=verbose, console=console)
+    try:
+        trained = train_options(out, config, options, force=force, resume=resume, verbose=verbose, console=console)
+    except Stopped as stop:
+        console.print(f"stopped by {signal_name(stop.signal)} {stopped_state(out)}", highlight=False)
+        raise typer.Exit(128 + stop.signal) from None
     if trained is None:  # a later rank of a distributed run
         return
     console.print(f"best epoch {trained.state.best['epoch']}; run saved to {out}", highlight=False)
+    for warning in trained.warnings:
+        console.print(f"warning: {warning}", style="yellow", highlight=False)
     valid = trained.state.best["valid"]
     stdout().print(f"validation ({valid['documents']:,} documents)", style="bold", highlight=False)
     stdout().print(metrics_table(valid))

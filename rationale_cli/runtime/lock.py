@@ -5,7 +5,10 @@ The lock is an advisory ``flock`` on a file beside the run directory,
 it), holding the holder's process id and host for the message a second training
 gets. The operating system releases the lock when its process ends however it ends
 (SIGKILL, a crash), so a lock left behind is never stale; the file is removed when
-training ends normally.
+training ends, normally or not.
+
+The lock is taken and removed inside :func:`~rationale_cli.runtime.signals.writing`, so a
+stop signal never leaves the lock file behind.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pathlib import Path
 from typing import Iterator
 
 from rationale_cli.runtime.errors import UserError
+from rationale_cli.runtime.signals import writing
 
 
 def lock_path(out: Path) -> Path:
@@ -39,29 +43,36 @@ def run_lock(out: Path) -> Iterator[None]:
     """Hold the lock on run directory ``out`` for the duration of the block."""
     path = lock_path(out)
     created = [folder for folder in (path.parent, *path.parent.parents) if not folder.exists()]  # deepest first
+    handle = None
+    try:
+        with writing():  # a stop signal meanwhile waits for the lock file, then removes it below
+            handle = taken(out, path)
+        yield
+    except BaseException:
+        with writing():
+            if handle is not None:
+                path.unlink(missing_ok=True)
+                handle.close()
+            remove_empty(created)  # a training that failed leaves no folder it made for the run
+        raise
+    with writing():
+        path.unlink(missing_ok=True)  # while still held, so no one locks a file about to vanish
+        handle.close()
+
+
+def taken(out: Path, path: Path):
+    """The lock file ``path`` of run directory ``out``, made with its folder, locked and
+    naming this process."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        remove_empty(created)
         raise UserError(f"{out}: cannot create the run directory here ({err.strerror})") from None
-    try:
-        handle = locked(out, path)
-    except BaseException:
-        remove_empty(created)
-        raise
+    handle = locked(out, path)
     handle.seek(0)
     handle.truncate()
     handle.write(f"{os.getpid()} {socket.gethostname()}\n")
     handle.flush()
-    try:
-        yield
-    except BaseException:
-        path.unlink(missing_ok=True)
-        handle.close()
-        remove_empty(created)  # a training that failed leaves no folder it made for the run
-        raise
-    path.unlink(missing_ok=True)  # while still held, so no one locks a file about to vanish
-    handle.close()
+    return handle
 
 
 def remove_empty(folders: list[Path]) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from rationale_cli.runtime.signals import writing
 from rationale_cli.training.checkpoint import save_checkpoint
 from rationale_cli.training.loop import Callback, Epoch, Fit
 from rationale_cli.runs.run_directory import save_weights, write_json
@@ -22,12 +23,17 @@ MAIN_STATS = ("selected",)
 class RunDirectory(Callback):
     """After every epoch: the best weights (``model.safetensors``) when it improved, the
     epoch's own with ``save_epochs`` (``epochs/epoch-N.safetensors``), the resume state
-    (``resume.safetensors``, with the data's ``fingerprint``) and ``metrics.json``."""
+    (``resume.safetensors``, with the data's ``fingerprint``) and ``metrics.json``, all of
+    them before a stop signal takes effect (:func:`~rationale_cli.runtime.signals.writing`)."""
 
     def __init__(self, out: Path, fingerprint: str, save_epochs: bool = False):
         self.out, self.fingerprint, self.save_epochs = out, fingerprint, save_epochs
 
     def on_epoch_end(self, fit: Fit, result: Epoch) -> None:
+        with writing():
+            self.save(fit, result)
+
+    def save(self, fit: Fit, result: Epoch) -> None:
         state = fit.state
         if result.improved:
             save_weights(self.out, fit.model)

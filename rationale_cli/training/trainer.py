@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
@@ -20,10 +20,12 @@ from rationale_cli.data import sources
 from rationale_cli.data.batching import model_tokens
 from rationale_cli.training.callbacks import ConsoleReport, RunDirectory, TimeLimit
 from rationale_cli.training.checkpoint import RESUME, data_fingerprint, load_checkpoint
+from rationale_cli.training.endings import chance, ending_warnings
 from rationale_cli.runs.config import TrainConfig
 from rationale_cli.runtime.devices import resolve_device
 from rationale_cli.training.distributed import local_device, rank
 from rationale_cli.runtime.errors import UserError
+from rationale_cli.runtime.signals import writing
 from rationale_cli.training.loop import Callback, Diverged, FitState, fit
 from rationale_cli.data.records import Record
 from rationale_cli.runs.run_directory import WEIGHTS, is_run_directory, build_model, load_run, read_json, save_run, write_json
@@ -58,13 +60,15 @@ def training_data(config: TrainConfig) -> tuple[list[Record], list[Record]]:
 
 @dataclass
 class Trained:
-    """A trained model with what it needs to be used, and how training went."""
+    """A trained model with what it needs to be used, and how training went (``warnings``:
+    what looks wrong with its result, :func:`~rationale_cli.training.endings.ending_warnings`)."""
 
     config: TrainConfig
     vocab: Vocab
     task: Task
     model: RationaleModel
     state: FitState
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def metrics(self) -> dict:
@@ -96,10 +100,11 @@ def new_model(config: TrainConfig, train: list[Record], valid: list[Record], con
 
 def start_run_directory(out: Path, config: TrainConfig, vocab: Vocab, task: Task) -> None:
     """Everything of a new run directory but the weights and metrics; the files of a run it
-    replaces are removed, so none of them can be mixed with these."""
-    for name in (WEIGHTS, RESUME, "metrics.json"):
-        (out / name).unlink(missing_ok=True)
-    save_run(out, config, vocab, task, world_size())
+    replaces are removed, so none of them can be mixed with these (a stop signal waits)."""
+    with writing():
+        for name in (WEIGHTS, RESUME, "metrics.json"):
+            (out / name).unlink(missing_ok=True)
+        save_run(out, config, vocab, task, world_size())
 
 
 def resume_state(out: Path, config: TrainConfig, model: RationaleModel, optimizer, rng: random.Random,
@@ -182,7 +187,9 @@ def train_run(
         where = f"{out}: " if out is not None else ""
         raise UserError(f"{where}training diverged at {err}, before any epoch finished, so no model was saved; "
                         "try a lower --lr") from None
-    return Trained(config, vocab, task, model, state)
+    target = config.rate_target() if selector is None else None
+    warnings = ending_warnings(config, state.best["valid"], chance(task, train, valid), target)
+    return Trained(config, vocab, task, model, state, warnings)
 
 
 def train_config(config: TrainConfig, out: Path | None = None, console: Console | None = None, *,

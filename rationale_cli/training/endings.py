@@ -1,0 +1,105 @@
+"""How a training ended: what a run stopped by a signal holds and how to go on with it, and
+the warnings of a finished run whose kept model looks wrong.
+
+A model is worse than chance when its validation task loss is above that of a constant
+predictor made from the training labels (their mean for regression, their class shares for
+classification), or its accuracy below that of always predicting the training majority
+class. A decoded validation selection rate is off its target (the rate an extractor holds
+in training, :meth:`~rationale_cli.runs.config.TrainConfig.rate_target`) when it is more
+than :data:`RATE_SLACK` from it or more than :data:`RATE_FACTOR` times above or below it.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from rationale_cli.data.records import Record
+from rationale_cli.runs.config import TrainConfig
+from rationale_cli.runs.run_directory import read_json
+from rationale_cli.runs.task import Classification, Task
+from rationale_cli.training.checkpoint import RESUME
+
+RATE_SLACK = 0.1  # a share of the tokens: 10 points
+RATE_FACTOR = 2.0
+
+
+def stopped_state(out: Path) -> str:
+    """Where the run in ``out`` stands after a stop signal, and how to go on with it; the
+    words that follow "stopped by SIGTERM"."""
+    if not (out / RESUME).is_file():
+        if (out / "config.json").is_file():
+            return (f"before any epoch finished, so no model was saved (only the run's settings are in {out}); "
+                    "run the same command again to start over")
+        return "before training started; nothing was written"
+    metrics, config = read_json(out / "metrics.json"), read_json(out / "config.json")
+    done, kept, epochs = len(metrics["history"]), metrics["best_epoch"], config["epochs"]
+    if done >= epochs:
+        return f"after its last epoch: {out} is complete (epoch {kept} kept)"
+    processes = config.get("processes", 1)
+    launch = f", under torchrun on {processes} processes as before" if processes > 1 else ""
+    return (f"after epoch {done} of {epochs}: {out} keeps epoch {kept}, the best so far, ready to use; "
+            f"to go on: rationale train --out {shlex.quote(str(out))} --resume{launch}")
+
+
+@dataclass(frozen=True)
+class Chance:
+    """A constant predictor made from the training labels, scored on the validation documents."""
+
+    loss: float
+    accuracy: float | None  # of the training majority class; None for regression
+    predicts: str  # what it predicts, in words
+
+
+def chance(task: Task, train: Sequence[Record], valid: Sequence[Record]) -> Chance:
+    """The training labels' mean (regression) or class shares (classification) predicted for
+    every validation document."""
+    labels, truth = task.targets(train), task.targets(valid)
+    if isinstance(task, Classification):
+        shares = torch.bincount(labels, minlength=task.outputs) / len(labels)
+        majority = int(shares.argmax())
+        accuracy = float((truth == majority).float().mean())
+        outputs, predicts = shares.log(), f"the training class shares, majority {task.labels[majority]!r}"
+    else:
+        mean = labels.mean()
+        outputs, predicts, accuracy = torch.logit(mean, eps=1e-6).view(1), f"the training mean {float(mean):.3g}", None
+    loss = float(task.loss(outputs.expand(len(truth), -1), truth).mean())
+    return Chance(loss, accuracy, predicts)
+
+
+def chance_warning(config: TrainConfig, valid: dict, level: Chance) -> str | None:
+    """A warning when the validation loss or accuracy is worse than ``level``'s."""
+    worse = []
+    if valid["loss"] > level.loss:
+        worse.append(f"loss {valid['loss']:.4g} against {level.loss:.4g}")
+    if level.accuracy is not None and valid["accuracy"] < level.accuracy:
+        worse.append(f"accuracy {100 * valid['accuracy']:.1f}% against {100 * level.accuracy:.1f}%")
+    if not worse:
+        return None
+    return (f"the kept model is worse than chance on validation ({', '.join(worse)} by always predicting "
+            f"{level.predicts}): try a lower --lr (this run: {config.lr:g}) or more --epochs")
+
+
+def off_target(rate: float, target: float) -> bool:
+    return abs(rate - target) > RATE_SLACK or not target / RATE_FACTOR <= rate <= target * RATE_FACTOR
+
+
+def rate_warning(config: TrainConfig, valid: dict, target: float | None) -> str | None:
+    """A warning when the decoded validation selection rate is off ``target`` (None: no target)."""
+    rate = valid.get("selection_rate")
+    if target is None or rate is None or not off_target(rate, target):
+        return None
+    keep = ", or --keep best-loss-at-rate to keep an epoch near it" if config.keep == "best-loss" else ""
+    return (f"the kept model selects {100 * rate:.1f}% of the validation tokens against a --budget target of "
+            f"{100 * target:.1f}% (more than {100 * RATE_SLACK:g} points or a factor {RATE_FACTOR:g} off): "
+            f"try more --epochs or a larger --lagrange-lr{keep}")
+
+
+def ending_warnings(config: TrainConfig, valid: dict, level: Chance, target: float | None) -> list[str]:
+    """The warnings of a run whose kept epoch scored ``valid``: worse than chance ``level``,
+    or a selection rate off ``target``."""
+    return [w for w in (chance_warning(config, valid, level), rate_warning(config, valid, target)) if w]
