@@ -107,7 +107,7 @@ def test_callbacks_write_the_run_directory_of_rationale_train(tmp_path):
     for name in ("config.json", "task.json", "vocab.json", "versions.json"):
         assert (cli / name).read_text() == (lib / name).read_text(), name
     a, b = (json.loads((run / "metrics.json").read_text()) for run in (cli, lib))
-    assert sorted(a) == sorted(b) == ["best_epoch", "history", "train_seconds", "valid"]
+    assert sorted(a) == sorted(b) == ["best_epoch", "history", "train_seconds", "valid", "warnings"]
     assert [sorted(h) for h in a["history"]] == [sorted(h) for h in b["history"]]
     assert [h["train_loss"] for h in a["history"]] == [h["train_loss"] for h in b["history"]]
     assert (cli / "model.safetensors").read_bytes() == (lib / "model.safetensors").read_bytes()

@@ -114,11 +114,13 @@ class FitState:
     train_seconds: float = 0.0
     best_weights: dict | None = None  # the best epoch's weights, in memory
     stop: str | None = None  # why training stopped before its last epoch
+    warnings: list[str] = field(default_factory=list)  # what looks wrong with the finished run's result
 
     def metrics(self) -> dict:
-        """The kept epoch, its validation metrics, the history and the training time."""
+        """The kept epoch, its validation metrics, the history, the training time and the
+        finished run's warnings."""
         return {"best_epoch": self.best["epoch"], "valid": self.best["valid"], "history": self.history,
-                "train_seconds": self.train_seconds}
+                "train_seconds": self.train_seconds, "warnings": self.warnings}
 
 
 class Callback:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -68,11 +68,14 @@ class Trained:
     task: Task
     model: RationaleModel
     state: FitState
-    warnings: list[str] = field(default_factory=list)
 
     @property
     def metrics(self) -> dict:
         return self.state.metrics()
+
+    @property
+    def warnings(self) -> list[str]:
+        return self.state.warnings
 
 
 def new_model(config: TrainConfig, train: list[Record], valid: list[Record], console: Console | None,
@@ -188,8 +191,11 @@ def train_run(
         raise UserError(f"{where}training diverged at {err}, before any epoch finished, so no model was saved; "
                         "try a lower --lr") from None
     target = config.rate_target() if selector is None else None
-    warnings = ending_warnings(config, state.best["valid"], chance(task, train, valid), target)
-    return Trained(config, vocab, task, model, state, warnings)
+    state.warnings = ending_warnings(config, state.best["valid"], chance(task, train, valid), target)
+    if out is not None and rank() == 0 and state.warnings:
+        with writing():
+            write_json(out / "metrics.json", state.metrics())
+    return Trained(config, vocab, task, model, state)
 
 
 def train_config(config: TrainConfig, out: Path | None = None, console: Console | None = None, *,
