@@ -346,20 +346,22 @@ def test_a_missing_input_file_creates_no_folder_for_the_run(tmp_path, monkeypatc
 
 
 def test_predict_stopped_by_a_signal_does_not_say_it_wrote_the_output(run_dir, tmp_path, monkeypatch):
-    import contextlib
     import signal
 
     from rationale_cli.annotation import engine
 
-    @contextlib.contextmanager
-    def stopped_at_once():
-        yield [signal.SIGTERM]
+    counted = engine.Tally.add
 
-    monkeypatch.setattr(engine, "stop_requests", stopped_at_once)
+    def add_then_signal(tally, outputs):  # SIGTERM while the first window is being written
+        counted(tally, outputs)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(engine.Tally, "add", add_then_signal)
     out = tmp_path / "p.jsonl"
     result = invoke("predict", run_dir, EXAMPLES / "reviews.txt", "--out", out, "--window", "1")
     assert result.exit_code == 128 + signal.SIGTERM, result.output
-    assert not out.exists() and engine.partial_path(out).exists()
+    assert not out.exists() and len(engine.partial_path(out).read_text().splitlines()) == 1  # that window whole
+    assert json.loads(engine.state_path(out).read_text())["windows"] == 1
     lines = result.output.strip().splitlines()
     assert "wrote" not in result.output and f"predictions to {out}" not in result.output, result.output
     assert lines[0].startswith("stopped by SIGTERM") and "run the same command again to continue" in lines[0], lines

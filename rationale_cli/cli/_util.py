@@ -117,11 +117,24 @@ def signal_name(number: int) -> str:
     return signal.Signals(number).name
 
 
+# seconds between two progress lines off a terminal
+PLAIN_EVERY = 10.0
+
+
+def progress_line(doing: str, done: int, total: int | None, unit: str, elapsed: float) -> str:
+    """A progress line off a terminal: what is done (of the total), time elapsed, speed, time left."""
+    rate = done / elapsed if elapsed > 0 else 0.0
+    share = f" of {total:,} ({100 * done / total:.0f}%)" if total else ""
+    eta = f", {max(total - done, 0) / rate:,.0f}s left" if total and rate else ""
+    speed = f"{rate:,.0f}" if rate >= 10 else f"{rate:.2g}"
+    return f"{doing}: {done:,}{share} {unit}, {elapsed:,.0f}s elapsed, {speed}/s{eta}"
+
+
 @contextlib.contextmanager
-def progress_reporter(console: Console, total: int | None, every: float = 10.0, doing: str = "predicting",
-                      unit: str = "documents"):
+def progress_reporter(console: Console, total: int | None, doing: str = "predicting", unit: str = "documents"):
     """``advance(n)`` for the units done: a bar with percentage and ETA on a terminal
-    (a spinner without ``total``), else a plain line every ``every`` seconds."""
+    (a spinner without ``total``), else a plain :func:`progress_line` every :data:`PLAIN_EVERY`
+    seconds. Every long command reports its progress through this."""
     import time
 
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -132,13 +145,10 @@ def progress_reporter(console: Console, total: int | None, every: float = 10.0, 
         def advance(n: int) -> None:
             state["done"] += n
             now = time.monotonic()
-            if now - state["last"] >= every:
+            if now - state["last"] >= PLAIN_EVERY:
                 state["last"] = now
-                rate = state["done"] / (now - state["start"])
-                share = f" of {total:,} ({100 * state['done'] / total:.0f}%)" if total else ""
-                eta = f", {max(total - state['done'], 0) / rate:,.0f}s left" if total and rate else ""
-                speed = f"{rate:,.0f}" if rate >= 10 else f"{rate:.2g}"
-                console.print(f"{doing}: {state['done']:,}{share} {unit}, {speed}/s{eta}", highlight=False)
+                console.print(progress_line(doing, state["done"], total, unit, now - state["start"]),
+                              highlight=False)
 
         yield advance
         return

@@ -38,7 +38,7 @@ def demo_options(extractor: str, encoder: Optional[str], epochs: int, seed: int)
 @friendly
 def demo(
     out: Optional[Path] = typer.Option(None, help="Keep the demo's run directory here.",
-                                       show_default="a temporary one"),
+                                       show_default="a temporary one, removed at the end"),
     extractor: str = typer.Option("hardkuma", help="Extractor to train (see train --help)."),
     encoder: Optional[str] = typer.Option(None, help="Architecture (see train --help).",
                                           show_default="the extractor's own"),
@@ -48,7 +48,8 @@ def demo(
     """Train on a synthetic review corpus, evaluate against its gold rationales, explain a few reviews.
 
     The settings are those of examples/demo.toml: `rationale train --data demo --config
-    examples/demo.toml --out RUN` trains the same model.
+    examples/demo.toml --out RUN` trains the same model. The run is trained in a temporary
+    folder, removed at the end, unless --out keeps it.
     """
     workdir = out or Path(tempfile.mkdtemp(prefix="rationale-demo-"))
     options = demo_options(extractor, encoder, epochs, seed)
@@ -66,4 +67,15 @@ def demo(
                 device="auto")
     finally:
         if out is None:
-            shutil.rmtree(workdir, ignore_errors=True)
+            remove_run(workdir)
+
+
+def remove_run(workdir: Path) -> None:
+    """Remove the demo's temporary run directory, saying so, or where it is left if it cannot be."""
+    shutil.rmtree(workdir, ignore_errors=True)
+    if workdir.exists():
+        stderr().print(f"could not remove the demo's run directory {workdir}; remove it by hand", highlight=False,
+                       soft_wrap=True)
+    else:
+        stderr().print(f"removed the demo's run directory {workdir} (--out DIR keeps it)", highlight=False,
+                       soft_wrap=True)

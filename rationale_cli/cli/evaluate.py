@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Optional
 
@@ -12,7 +13,7 @@ from rationale_cli.cli._decoding import COHERENCE_HELP, RATE_HELP, RATE_OVER_HEL
 from rationale_cli.runs.inference import asked_decoding
 from rationale_cli.cli._util import (ASPECT_HELP, BATCH_HELP, DEVICE_HELP, FORMAT_HELP, PER_DOCUMENT_HELP, RUN_HELP,
                                      SPLIT_HELP, Command, app, check_at_least, friendly, load_for_inference,
-                                     print_scores)
+                                     print_scores, progress_reporter, stderr)
 
 
 @app.command(cls=Command)
@@ -23,7 +24,8 @@ def evaluate(
     format: str = typer.Option("auto", help=f"Input format: {FORMAT_HELP}."),
     aspect: Optional[int] = typer.Option(None, help=ASPECT_HELP),
     split: str = typer.Option("test", help=SPLIT_HELP),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the metrics as JSON here."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the metrics as JSON here, with the "
+                                            "run directory, data, split and aspect they were measured on."),
     per_document: Optional[Path] = typer.Option(None, help=PER_DOCUMENT_HELP),
     faithfulness: bool = typer.Option(True, "--faithfulness/--no-faithfulness", help="Rerun the model on the "
                                       "documents without their rationale, on the rationale alone and per AOPC "
@@ -39,8 +41,7 @@ def evaluate(
     """Task metric, token precision/recall/F1 against gold rationales with chance levels,
     ERASER's metrics and the faithfulness of the rationales."""
     from rationale_cli.data import sources
-    from rationale_cli.evaluation.scoring import check_score_outputs
-    from rationale_cli.evaluation.scoring import evaluate_model
+    from rationale_cli.evaluation.scoring import check_score_outputs, evaluate_model, evaluated_on
 
     check_at_least("--batch-size", batch_size, 1)
     check_score_outputs(json_out, per_document)
@@ -48,9 +49,10 @@ def evaluate(
     loaded, dev = load_for_inference(run, device, epoch)
     asked_decoding(loaded, coherence=coherence)
     records = list(sources.run_documents(data, loaded.config, fmt=format, aspect=aspect, split=split))
+    progress = functools.partial(progress_reporter, stderr())
     decoding, asked = parse_decoding(loaded, rate, rate_over, coherence, records=records, batch_size=batch_size,
-                                     device=dev)
+                                     device=dev, scoring=lambda: progress(len(records), doing="scoring"))
     metrics, rows = evaluate_model(loaded, records, batch_size=batch_size, device=dev, faithfulness=faithfulness,
-                                   decoding=decoding)
-    metrics.update(asked)
+                                   decoding=decoding, progress=progress)
+    metrics = {**evaluated_on(run, data, loaded.config, fmt=format, aspect=aspect, split=split), **metrics, **asked}
     print_scores(metrics, f"{run.name} on {data}", json_out, per_document, rows)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Optional
 
 import typer
 
 from rationale_cli.cli._util import (ASPECT_HELP, BATCH_HELP, DEVICE_HELP, FORMAT_HELP, Command, app, check_at_least,
-                                     friendly, stderr)
+                                     friendly, progress_reporter, stderr)
 
 
 @app.command(cls=Command)
@@ -35,7 +36,7 @@ def report(
     check_at_least("--examples", examples, 0)
     check_at_least("--batch-size", batch_size, 1)
     plots = write_report(runs, out, png=png, data=data, format=format, aspect=aspect, examples=examples,
-                         batch_size=batch_size, device=device)
+                         batch_size=batch_size, device=device, progress=functools.partial(progress_reporter, stderr()))
     if png is not None:
         stderr().print(f"wrote {plots} PNG files to {png}", highlight=False)
     stderr().print(f"wrote {out}", highlight=False)

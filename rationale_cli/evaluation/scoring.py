@@ -1,15 +1,20 @@
 """What ``rationale evaluate`` and ``rationale score`` report: the toolkit's own
 scores (task metric, token precision/recall/F1, chance levels), ERASER's (the layout
 of its official score file, under ``eraser``) and, for a model, the faithfulness of
-its rationales; one row of scores per document; and where the scores are written (JSON,
-JSON lines, or standard output)."""
+its rationales; one row of scores per document; what the scores were measured on; and
+where they are written (JSON, JSON lines, or standard output)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, ContextManager, Iterable, Iterator, Sequence, TypeVar
 
 from models.decoding import OWN, Decoding
+from rationale_cli.data import sources
+from rationale_cli.data.readers import detect_format
+from rationale_cli.data.readers.beer import FILE_ASPECT
 from rationale_cli.metrics.eraser_scores import ScoredDocument, drop, eraser_scores, iou_scores
 from rationale_cli.evaluation.predictions_file import paired, read_predictions
 from rationale_cli.evaluation.faithfulness import faithfulness_summary, scored_documents
@@ -42,24 +47,70 @@ def document_row(doc: ScoredDocument, extra: dict | None = None) -> dict:
     return row
 
 
-def evaluate_model(loaded, records: Sequence[Record], *, batch_size: int, device,
-                   faithfulness: bool = True, decoding: Decoding = OWN) -> tuple[dict, list[dict]]:
+T = TypeVar("T")
+# a progress reporter: ``progress(total, doing=...)`` opens a context that yields ``advance(n)``
+Progress = Callable[..., ContextManager[Callable[[int], None]]]
+# the datasets whose reader takes an aspect (the demo corpus is beer-like)
+ASPECT_FORMATS = ("demo", "beer", "beer-annotations")
+
+
+def no_progress(total: int | None, doing: str = "") -> ContextManager[Callable[[int], None]]:
+    """A :data:`Progress` that reports nothing."""
+    return contextlib.nullcontext(lambda n: None)
+
+
+def counted(items: Iterable[T], advance: Callable[[int], None]) -> Iterator[T]:
+    """``items``, each counted by ``advance(1)`` as it is taken."""
+    for item in items:
+        advance(1)
+        yield item
+
+
+def evaluate_model(loaded, records: Sequence[Record], *, batch_size: int, device, faithfulness: bool = True,
+                   decoding: Decoding = OWN, progress: Progress = no_progress) -> tuple[dict, list[dict]]:
     """A trained run's (``model``, ``vocab``, ``task``) metrics on labelled documents decoded as
-    ``decoding`` says, and the per-document rows."""
+    ``decoding`` says, and the per-document rows; ``progress`` reports each pass over them."""
     unlabelled = [r for r in records if r.label is None]
     if unlabelled:
         raise UserError(f"{unlabelled[0].where}: no label ({len(unlabelled)} such document(s)); evaluate needs "
                         "a label or score per document")
-    metrics = model_metrics(loaded.model, loaded.vocab, loaded.task, records, batch_size=batch_size, device=device,
-                            decoding=decoding)
-    pairs = list(scored_documents(loaded.model, loaded.vocab, loaded.task, records, batch_size=batch_size,
-                                  device=device, faithfulness=faithfulness, decoding=decoding))
+    with progress(len(records), doing="decoding") as advance:
+        metrics = model_metrics(loaded.model, loaded.vocab, loaded.task, counted(records, advance),
+                                batch_size=batch_size, device=device, decoding=decoding)
+    with progress(len(records), doing="faithfulness reruns" if faithfulness else "ERASER scores") as advance:
+        pairs = list(counted(scored_documents(loaded.model, loaded.vocab, loaded.task, records,
+                                              batch_size=batch_size, device=device, faithfulness=faithfulness,
+                                              decoding=decoding), advance))
     docs = [doc for doc, _ in pairs]
     if decoding.rate is not None:
         metrics["test_rate"] = decoding.rate.to_json()  # the size asked for; selection_rate is the one reached
     metrics["eraser"] = eraser_scores(docs)
     metrics["faithfulness"] = faithfulness_summary(pairs)
     return metrics, [document_row(doc, extra) for doc, extra in pairs]
+
+
+def evaluated_on(run: Path, data: str, config, *, fmt: str = "auto", aspect: int | None = None,
+                 split: str = "test") -> dict:
+    """What evaluate scored, for its metrics: the run directory and the data (absolute paths,
+    or ``demo``), the split where the data has splits and the aspect where its reader takes
+    one (else None); ``config``: the run's, whose aspect is the default."""
+    kind = "demo" if sources.is_demo(data) else fmt if fmt != "auto" else detect_format(data)
+    return {"run": os.path.abspath(run), "data": data if kind == "demo" else os.path.abspath(data),
+            "split": sources.SPLITS[split] if sources.has_own_validation(data, fmt) else None,
+            "aspect": read_aspect(data, kind, config.aspect if aspect is None else aspect)}
+
+
+def read_aspect(data: str, kind: str, aspect: int | None) -> int | None:
+    """The aspect a reader of ``kind`` reads from ``data``: the one asked for, else its default
+    (0 for the demo corpus, N of a beer file ``reviews.aspectN``); None for a reader without aspects."""
+    if kind not in ASPECT_FORMATS:
+        return None
+    if aspect is not None:
+        return aspect
+    if kind == "demo":
+        return 0
+    match = FILE_ASPECT.match(Path(data).name)
+    return int(match.group(1)) if match else None
 
 
 def own_scores(docs: Sequence[ScoredDocument], hard: bool) -> dict:

@@ -20,6 +20,7 @@ from matplotlib.figure import Figure
 
 from models.budget import Budget, top_k_mask
 from rationale_cli.data import sources
+from rationale_cli.evaluation.scoring import Progress, counted, no_progress
 from rationale_cli.runtime.errors import UserError
 from rationale_cli.runs.inference import Output, run_model
 from rationale_cli.metrics.scores import RationaleScores
@@ -165,11 +166,12 @@ def read_metrics(path: Path) -> dict:
 
 
 def summarize(run: Run, label: str, slug: str, *, data: str | None = None, fmt: str | None = None,
-              aspect: int | None = None, examples: int = 3, batch_size: int = 64, device="cpu") -> RunSummary:
+              aspect: int | None = None, examples: int = 3, batch_size: int = 64, device="cpu",
+              progress: Progress = no_progress) -> RunSummary:
     """Read ``run``'s metrics and run its model over the test split of ``data``; by default
     the run's own held-out documents: the test split of its data where that has one
     (demo, ERASER), else its validation documents (``fmt`` and ``aspect`` by default the
-    run's for its own data)."""
+    run's for its own data). ``progress`` reports the documents decoded."""
     cfg = run.config
     try:
         if data is None and not sources.has_own_validation(cfg.data, cfg.format):  # nor a test split
@@ -179,7 +181,9 @@ def summarize(run: Run, label: str, slug: str, *, data: str | None = None, fmt: 
             records = list(sources.run_documents(source, cfg, fmt=fmt, aspect=aspect))
     except UserError as err:
         raise UserError(f"{run.path}: reading its documents: {err} (give --data)") from None
-    outputs = list(run_model(run.model, run.vocab, run.task, records, batch_size=batch_size, device=device))
+    with progress(len(records), doing=f"decoding for {label}") as advance:
+        outputs = list(counted(run_model(run.model, run.vocab, run.task, records, batch_size=batch_size,
+                                         device=device), advance))
     summary = RunSummary(label, slug, run.path, cfg.to_dict(), read_metrics(run.path), source,
                          examples=[document_item(out) for out in outputs[:examples]])
     _measure(summary, [out for out in outputs if out.record.rationale is not None])
@@ -321,10 +325,10 @@ def _table(title: str, values: dict) -> str:
 
 def write_report(runs: Sequence[Path], out: Path, *, png: Path | None = None, data: str | None = None,
                  format: str | None = None, aspect: int | None = None, examples: int = 3, batch_size: int = 64,
-                 device: str = "auto") -> int:
+                 device: str = "auto", progress: Progress = no_progress) -> int:
     """The HTML page on ``runs`` at ``out`` (their documents: each one's own held-out data
     unless ``data``) and, with ``png``, the plots as PNG files in that folder (created);
-    returns the number of plots."""
+    returns the number of plots. ``progress`` reports each run's documents decoded."""
     from rationale_cli.runs.run_directory import load_run
     from rationale_cli.runtime.devices import resolve_device
 
@@ -339,8 +343,8 @@ def write_report(runs: Sequence[Path], out: Path, *, png: Path | None = None, da
     for run, name, slug in zip(runs, names, slugs(names)):
         dev = resolve_device(device)
         loaded = load_run(run, dev, None)
-        summaries.append(summarize(loaded, name, slug, data=data, fmt=format, aspect=aspect,
-                                           examples=examples, batch_size=batch_size, device=dev))
+        summaries.append(summarize(loaded, name, slug, data=data, fmt=format, aspect=aspect, examples=examples,
+                                   batch_size=batch_size, device=dev, progress=progress))
     found = plots(summaries)
     write_text_atomic(out, page(summaries, found))
     if png is not None:

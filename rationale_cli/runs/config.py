@@ -12,6 +12,7 @@ needed to rebuild the model when it is loaded again.
 from __future__ import annotations
 
 import dataclasses
+import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from rationale_cli.runtime.errors import UserError
 from rationale_cli.runs.flags import flag_of, option_line
 from rationale_cli.runs.keep import Keep
 from rationale_cli.data.readers import FORMATS
+from rationale_cli.data.sources import is_demo
 
 # old names of --budget, kept for one release: a share, and a token count
 ALIASES = {"selection": float, "k": int}
@@ -116,15 +118,46 @@ class TrainConfig:
 
     def to_dict(self, processes: int = 1) -> dict[str, Any]:
         """Every training option and the extractor's own options, JSON-ready (the saved
-        config); for a run on several processes, their number and the effective batch."""
+        config), paths absolute; for a run on several processes, their number and the effective batch."""
         general = {spec.name: getattr(self, spec.name) for spec in TRAIN_SPECS.values()}
         run = {"processes": processes, "effective_batch_size": self.batch_size * processes} if processes > 1 else {}
-        return {**general, **self.options.to_dict(), **run}
+        paths = {name: os.path.abspath(general[name]) for name in PATH_OPTIONS if is_path(general[name])}
+        return {**general, **paths, **self.options.to_dict(), **run}
 
 
 TRAIN_SPECS: dict[str, Spec] = specs(TrainConfig)
-# what a saved config says of how the run was trained, beside its options
-RUN_FACTS = ("processes", "effective_batch_size")
+# the options naming a file or folder: saved as absolute paths, and as paths from the run directory
+PATH_OPTIONS = ("data", "valid", "embeddings")
+FROM_RUN = "paths_from_run"
+# what a saved config holds beside its options: how the run was trained, where its paths lie from it
+RUN_FACTS = ("processes", "effective_batch_size", FROM_RUN)
+
+
+def is_path(value) -> bool:
+    """Whether an option's value names a file or folder (not unset, not the built-in ``demo``)."""
+    return isinstance(value, str) and value != "" and not is_demo(value)
+
+
+def paths_from_run(saved: dict[str, Any], run: Path) -> dict[str, str]:
+    """The saved paths as seen from the run directory ``run``, to find them again when the run
+    and its data are moved together (:func:`located`)."""
+    return {name: os.path.relpath(saved[name], os.path.abspath(run))
+            for name in PATH_OPTIONS if is_path(saved.get(name))}
+
+
+def located(saved: dict[str, Any], run: Path) -> dict[str, Any]:
+    """A saved config with its paths where they are now: as saved where that exists, else
+    where :func:`paths_from_run` finds them from ``run`` (the run and its data moved together),
+    else as saved (a run saved before absolute paths reads its own from the working
+    directory, as it always did)."""
+    moved = saved.get(FROM_RUN)
+    out = dict(saved)
+    for name in PATH_OPTIONS if isinstance(moved, dict) else ():
+        there = moved.get(name)
+        if is_path(saved.get(name)) and not Path(saved[name]).exists() and isinstance(there, str) \
+                and (run / there).exists():
+            out[name] = os.path.abspath(run / there)
+    return out
 
 
 def known_options() -> list[str]:

@@ -19,7 +19,7 @@ from safetensors.torch import load_file, save_file
 
 from rationale_cli.runtime.version import VERSION
 from rationale_cli.runtime.atomic import atomic_path, write_text_atomic
-from rationale_cli.runs.config import TrainConfig, from_saved
+from rationale_cli.runs.config import FROM_RUN, TrainConfig, from_saved, located, paths_from_run
 from rationale_cli.runtime.errors import UserError
 from rationale_cli.runtime.safe_json import finite
 from rationale_cli.runs.task import Task, task_from_dict
@@ -83,9 +83,16 @@ def save_run(out: Path, config: TrainConfig, vocab: Vocab, task: Task, processes
     except OSError as err:
         raise UserError(f"{out}: cannot create the run directory ({err.strerror})") from None
     write_json(out / "versions.json", versions())  # first: it marks the folder as a run (is_run_directory)
-    write_json(out / "config.json", config.to_dict(processes))
+    save_config(out, config, processes)
     vocab.save(out / "vocab.json")
     write_json(out / "task.json", task.to_dict())
+
+
+def save_config(out: Path, config: TrainConfig, processes: int = 1) -> None:
+    """``config.json``: the options (:meth:`TrainConfig.to_dict`), and their paths as seen from
+    the run directory ``out``, so that a run moved with its data finds it (:func:`located`)."""
+    saved = config.to_dict(processes)
+    write_json(out / "config.json", {**saved, FROM_RUN: paths_from_run(saved, out)})
 
 
 @dataclass
@@ -148,7 +155,7 @@ def load_run(path: str | Path, device: str | torch.device = "cpu", epoch: int | 
         raise UserError(
             f"{path / 'versions.json'}: run format version {found}, this rationale-cli reads version {FORMAT_VERSION}"
         )
-    config = from_saved(read_json(path / "config.json"), str(path / "config.json"))
+    config = from_saved(located(read_json(path / "config.json"), path), str(path / "config.json"))
     vocab = Vocab.load(path / "vocab.json")
     task = task_from_dict(read_json(path / "task.json"), str(path / "task.json"))
     try:

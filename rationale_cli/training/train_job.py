@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from rationale_cli.runs.config import TrainConfig, resolve, resume_config
+from rationale_cli.runs.config import TrainConfig, located, resolve, resume_config
 from rationale_cli.runtime.errors import UserError
 from rationale_cli.training.trainer import Trained, train_config
 
@@ -25,7 +25,7 @@ def resumed(out: Path, config: Path | None, force: bool, options: dict) -> Train
     if not (out / RESUME).is_file():
         raise UserError(f"{out}: nothing to resume (no {RESUME}; runs save it after each epoch)")
     require_run_files(out)
-    return resume_config(read_json(out / "config.json"), options, str(out / "config.json"))
+    return resume_config(located(read_json(out / "config.json"), out), options, str(out / "config.json"))
 
 
 def train_options(out: Path, config: Path | None, options: dict, *, force: bool = False, resume: bool = False,

@@ -28,7 +28,8 @@ from rationale_cli.runtime.errors import UserError
 from rationale_cli.runtime.signals import writing
 from rationale_cli.training.loop import Callback, Diverged, FitState, fit
 from rationale_cli.data.records import Record
-from rationale_cli.runs.run_directory import WEIGHTS, is_run_directory, build_model, load_run, read_json, save_run, write_json
+from rationale_cli.runs.run_directory import (WEIGHTS, build_model, is_run_directory, load_run, read_json, save_config,
+                                             save_run, write_json)
 from rationale_cli.runs.task import Task, infer_task
 from rationale_cli.data.vectors import load_vectors
 from rationale_cli.data.vocab import Vocab
@@ -164,7 +165,7 @@ def train_run(
         torch.manual_seed(config.seed + rank() * 2**32)
     state = resume_state(out, config, model, optimizer, rng, device, fingerprint) if resume else None
     if resume and writer:
-        write_json(out / "config.json", config.to_dict(world_size()))
+        save_config(out, config, world_size())
     hooks = []
     if writer and out is not None:
         hooks.append(RunDirectory(out, fingerprint, config.save_epochs))
