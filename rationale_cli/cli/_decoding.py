@@ -4,13 +4,13 @@ the commands pass to the library."""
 
 from __future__ import annotations
 
-import contextlib
 from typing import Optional
 
 from models.decoding import Decoding
 from rationale_cli.cli._util import stderr
 from rationale_cli.runs.inference import asked_decoding, at_corpus_rate, decoding_metrics
 from rationale_cli.runtime.errors import UserError
+from rationale_cli.runtime.progress import counted, no_progress
 
 RATE_HELP = ("Hold each document's rationale at this size: a share of its tokens (0.13) or a count (10), its "
              "best-scored tokens (default: the extractor's own decoding).")
@@ -44,10 +44,9 @@ def parse_decoding(loaded, rate: Optional[str], rate_over: str, coherence: Optio
         decoding = asked_decoding(loaded, rate=rate, coherence=coherence)
         return decoding, decoding_metrics(decoding)
     asked_decoding(loaded, coherence=coherence)  # the cost is checked before the scoring pass
-    with scoring() if scoring else contextlib.nullcontext(lambda n: None) as advance:
-        counted = (advance(1) or record for record in records)
-        decoding, share = at_corpus_rate(loaded, rate, counted, coherence=coherence, batch_size=batch_size,
-                                         device=device)
+    with scoring() if scoring else no_progress(None) as advance:
+        decoding, share = at_corpus_rate(loaded, rate, counted(records, advance), coherence=coherence,
+                                         batch_size=batch_size, device=device)
     if scoring:
         stderr().print(f"decoding at threshold {decoding.threshold:.6g}, which keeps {100 * share:g}% of "
                        "the input's tokens", highlight=False)

@@ -6,10 +6,9 @@ where they are written (JSON, JSON lines, or standard output)."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 from pathlib import Path
-from typing import Callable, ContextManager, Iterable, Iterator, Sequence, TypeVar
+from typing import Sequence
 
 from models.decoding import OWN, Decoding
 from rationale_cli.data import sources
@@ -18,6 +17,7 @@ from rationale_cli.data.readers.beer import FILE_ASPECT
 from rationale_cli.metrics.eraser_scores import ScoredDocument, drop, eraser_scores, iou_scores
 from rationale_cli.evaluation.predictions_file import paired, read_predictions
 from rationale_cli.evaluation.faithfulness import faithfulness_summary, scored_documents
+from rationale_cli.runtime.progress import Progress, counted, no_progress
 from rationale_cli.runs.inference import evaluate as model_metrics
 from rationale_cli.metrics.scores import ClassificationScores, RationaleScores, RegressionScores, document_scores
 from rationale_cli.runtime.errors import UserError
@@ -47,23 +47,8 @@ def document_row(doc: ScoredDocument, extra: dict | None = None) -> dict:
     return row
 
 
-T = TypeVar("T")
-# a progress reporter: ``progress(total, doing=...)`` opens a context that yields ``advance(n)``
-Progress = Callable[..., ContextManager[Callable[[int], None]]]
 # the datasets whose reader takes an aspect (the demo corpus is beer-like)
 ASPECT_FORMATS = ("demo", "beer", "beer-annotations")
-
-
-def no_progress(total: int | None, doing: str = "") -> ContextManager[Callable[[int], None]]:
-    """A :data:`Progress` that reports nothing."""
-    return contextlib.nullcontext(lambda n: None)
-
-
-def counted(items: Iterable[T], advance: Callable[[int], None]) -> Iterator[T]:
-    """``items``, each counted by ``advance(1)`` as it is taken."""
-    for item in items:
-        advance(1)
-        yield item
 
 
 def evaluate_model(loaded, records: Sequence[Record], *, batch_size: int, device, faithfulness: bool = True,

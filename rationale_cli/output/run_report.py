@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 
 from models.budget import Budget, top_k_mask
 from rationale_cli.data import sources
-from rationale_cli.evaluation.scoring import Progress, counted, no_progress
+from rationale_cli.runtime.progress import Progress, counted, no_progress
 from rationale_cli.runtime.errors import UserError
 from rationale_cli.runs.inference import Output, run_model
 from rationale_cli.metrics.scores import RationaleScores
