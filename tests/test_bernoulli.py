@@ -21,7 +21,8 @@ def task_cost(z):
 
 def make_selector(baseline, samples, **options):
     torch.manual_seed(0)
-    selector = BernoulliSelector(1, baseline=baseline, samples=samples, sparsity=0.05, coherence=0.03, **options)
+    selector = BernoulliSelector(1, baseline=baseline, samples=samples, sparsity=0.05, coherence=0.03,
+                                 lagrangian=False, **options)
     selector.double()
     with torch.no_grad():
         selector.logit_layer.weight.fill_(0.8)

@@ -155,8 +155,8 @@ def test_every_parameter_takes_part_when_every_rationale_is_empty(extractor):
     records = sources.load("demo", "train")[:BATCH]
     task = infer_task([r.label for r in records])
     vocab = Vocab.build(r.tokens for r in records)
-    model = build_model(from_values(dict(extractor=extractor, encoder="rcnn", embedding_dim=8, hidden_size=8)),
-                        len(vocab), task)
+    model = build_model(from_values(dict(extractor=extractor, encoder="rcnn", embedding_dim=8, hidden_size=8,
+                                         dependent=False)), len(vocab), task)
     head = model.selector.shape_layer if extractor == "hardkuma" else model.selector.logit_layer
     with torch.no_grad():  # HardKuma a ~ 0, b ~ 30 (or Bernoulli p ~ 0): every z is 0
         head.weight.zero_()

@@ -86,8 +86,8 @@ def test_fixed_coherence_weight_adds_the_expected_transitions_per_document():
     """Appendix B.1: a fixed fused-lasso weight on E[transitions] (eq. 12, summed per document)."""
     torch.manual_seed(0)
     states, mask = torch.randn(3, 7, 4), torch.tensor([[1.0] * 7, [1.0] * 5 + [0.0] * 2, [1.0] * 3 + [0.0] * 4])
-    plain = HardKumaSelector(4, budget=0.2).eval()
-    weighted = HardKumaSelector(4, budget=0.2, coherence=0.5).eval()
+    plain = HardKumaSelector(4, budget=0.2, dependent=False).eval()
+    weighted = HardKumaSelector(4, budget=0.2, dependent=False, coherence=0.5).eval()
     weighted.load_state_dict(plain.state_dict())
     with torch.no_grad():
         _, dist = plain.run(states, mask, HardKuma.rsample)

@@ -67,10 +67,12 @@ def test_patience_waits_until_an_epoch_reaches_the_target(monkeypatch):
 
 
 def test_best_loss_at_rate_needs_an_extractor_holding_a_rate():
-    assert from_values({"extractor": "hardkuma", "keep": "best-loss-at-rate"}).keep_rule() == Keep(0.13, 0.02)
+    for extractor in ("hardkuma", "bernoulli"):  # bernoulli holds its rate by default (--lagrangian)
+        assert from_values({"extractor": extractor, "keep": "best-loss-at-rate"}).keep_rule() == Keep(0.13, 0.02)
     rule = from_values({"extractor": "bernoulli", "lagrangian": True, "budget": "0.07",
                         "keep": "best-loss-at-rate", "rate_tolerance": 0.01}).keep_rule()
     assert rule == Keep(0.07, 0.01)
-    for values in ({"extractor": "bernoulli"}, {"extractor": "simple"}, {"extractor": "hardkuma", "budget": "10"}):
+    for values in ({"extractor": "bernoulli", "lagrangian": False}, {"extractor": "simple"},
+                   {"extractor": "hardkuma", "budget": "10"}):
         with pytest.raises(OptionError, match="best-loss-at-rate needs"):
             from_values({**values, "keep": "best-loss-at-rate"})

@@ -18,10 +18,11 @@ ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "architecture.md"
 GENERATOR = 0x20 | 0x200  # CO_GENERATOR, CO_ASYNC_GENERATOR
 # the model runs the encoder modules twice, for its selector encoder and its predictor encoder;
+# the dependent scan asks HardKuma's selector and distribution for each token's z in turn;
 # HardKuma's distribution is built, then asked for its atoms and mean; a record is built by the
 # reader, and its rationale mask turned into spans for the line
 TWICE_BY_DESIGN = {"models.encoders.base", "models.encoders.rcnn", "models.encoders.recurrence",
-                   "models.distributions.hardkuma", "rationale_cli.data.records"}
+                   "models.selectors.hardkuma", "models.distributions.hardkuma", "rationale_cli.data.records"}
 
 
 def module_of(frame) -> str | None:

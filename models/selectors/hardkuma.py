@@ -60,6 +60,10 @@ def most_likely(dist: HardKuma) -> Tensor:
 
 @dataclass(frozen=True)
 class HardKumaOptions(RateOptions):
+    """Defaults: the dependent selector of the beer protocol (Bastings et al. 6.1; the most
+    precise configuration measured, benchmarks/RESULTS.md)."""
+
+    dependent: bool = option(True, "condition each z on the previous ones (Bastings et al. 6.1)")
     transitions: float | None = option(None, "at most this rate of 0/1 transitions per token", low=0.0,
                                        high=1.0, default_text="no limit")
     coherence: float | None = option(None, "fixed weight on the expected transitions per document, instead "

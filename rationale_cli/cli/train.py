@@ -56,7 +56,7 @@ def default_text(spec: Spec) -> str:
     """A default as ``--help`` shows it; for a switch, the flag that is on by default."""
     if spec.kind == "bool" and spec.default_text is None:
         return declarations(spec)[0].split("/")[0 if spec.default else 1]
-    return spec.default_shown()
+    return spelled(spec.default_shown(), flag_of)
 
 
 def bounds(spec: Spec) -> str:
