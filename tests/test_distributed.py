@@ -114,7 +114,7 @@ def torchrun(*args: str, processes: int = 2) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 def test_torchrun_trains_and_resumes_a_distributed_run_exactly(tmp_path):
     options = ["--data", "demo", "--extractor", "hardkuma", "--encoder", "cnn", "--embedding-dim", 16,
-               "--hidden-size", 16, "--batch-size", 50, "--epochs", 2, "--seed", 3]
+               "--hidden-size", 16, "--batch-size", 50, "--epochs", 2, "--seed", 3, "--independent"]
     whole, halves = tmp_path / "whole", tmp_path / "halves"
     result = torchrun("--out", whole, *options)
     assert result.returncode == 0, result.stderr
@@ -135,7 +135,8 @@ def test_torchrun_trains_and_resumes_a_distributed_run_exactly(tmp_path):
 @pytest.mark.slow
 def test_one_process_under_torchrun_goes_through_ddp_to_the_single_process_result(tmp_path):
     options = ["--data", "demo", "--extractor", "bernoulli", "--encoder", "cnn", "--embedding-dim", 16,
-               "--hidden-size", 16, "--batch-size", 50, "--epochs", 2, "--lagrangian", "--budget", 0.2]
+               "--hidden-size", 16, "--batch-size", 50, "--epochs", 2, "--lagrangian", "--budget", 0.2,
+               "--baseline", "ema", "--samples", 1]
     result = torchrun("--out", tmp_path / "ddp", *options, processes=1)
     assert result.returncode == 0, result.stderr
     plain = subprocess.run([sys.executable, "-m", "rationale_cli", "train", "--out", str(tmp_path / "plain"),
@@ -170,7 +171,7 @@ def test_every_parameter_takes_part_when_every_rationale_is_empty(extractor):
 
 @pytest.mark.slow
 def test_the_documented_torchrun_command_trains_with_the_default_model(tmp_path):
-    """The command of docs/how-to/distributed.md (with 2 epochs instead of 20), 2 gloo processes."""
-    result = torchrun("--data", "demo", "--out", tmp_path / "ddp", "--batch-size", 10, "--epochs", 2)
+    """The command of docs/how-to/distributed.md (with 1 epoch instead of 20), 2 gloo processes."""
+    result = torchrun("--data", "demo", "--out", tmp_path / "ddp", "--batch-size", 10, "--epochs", 1)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "ddp" / "model.safetensors").is_file()

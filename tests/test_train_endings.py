@@ -87,7 +87,7 @@ def test_a_selection_rate_off_its_target_is_warned(rate, target, warned):
 def test_a_run_with_a_far_too_large_lr_ends_with_both_warnings(tmp_path):
     out = tmp_path / "run"
     result = runner.invoke(app, ["train", "--data", "demo", "--out", str(out), *TINY, "--batch-size", "500",
-                                 "--epochs", "1", "--lr", "1e6"])
+                                 "--epochs", "1", "--lr", "1e6", "--independent"])
     assert result.exit_code == 0, result.output
     lines = [line for line in result.output.splitlines() if line.startswith("warning: ")]
     assert len(lines) == 2, result.output
