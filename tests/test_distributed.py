@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BATCH = 16  # per process
 DETERMINISTIC = dict(extractor="attention", encoder="cnn", embedding_dim=16, hidden_size=16, dropout=0.0)
 LAGRANGIAN = dict(data="demo", extractor="hardkuma", encoder="cnn", embedding_dim=16, hidden_size=16, batch_size=50,
-                  epochs=2, budget=0.2, lr=0.005)
+                  epochs=2, budget=0.2, lr=0.005, dependent=False)
 
 
 def free_port() -> int:

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from rationale_cli.cli import app
 from rationale_cli.output.run_report import labels, precision_by_size
 
-SMALL = ["--embedding-dim", "16", "--hidden-size", "16"]
+SMALL = ["--embedding-dim", "16", "--hidden-size", "16", "--batch-size", "200"]
 ODD = "<b>&hk"  # a run folder whose name must come out escaped
 
 
