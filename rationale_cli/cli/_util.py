@@ -165,6 +165,12 @@ def progress_reporter(console: Console, total: int | None, doing: str = "predict
 CHANCE = {"precision": "gold_share", "mse": "mse_of_mean", "accuracy": "majority_accuracy"}
 
 
+def on_stderr(total: int | None, doing: str = "predicting", unit: str = "documents"):
+    """:func:`progress_reporter` on standard error: the library's ``progress`` argument
+    (:data:`rationale_cli.runtime.progress.Progress`) as the commands give it."""
+    return progress_reporter(stderr(), total, doing, unit)
+
+
 def shown_value(key: str, value) -> str:
     if value is None:
         return "-"

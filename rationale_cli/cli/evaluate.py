@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 from typing import Optional
 
@@ -13,7 +12,7 @@ from rationale_cli.cli._decoding import COHERENCE_HELP, RATE_HELP, RATE_OVER_HEL
 from rationale_cli.runs.inference import asked_decoding
 from rationale_cli.cli._util import (ASPECT_HELP, BATCH_HELP, DEVICE_HELP, FORMAT_HELP, PER_DOCUMENT_HELP, RUN_HELP,
                                      SPLIT_HELP, Command, app, check_at_least, friendly, load_for_inference,
-                                     print_scores, progress_reporter, stderr)
+                                     print_scores, on_stderr)
 
 
 @app.command(cls=Command)
@@ -49,10 +48,9 @@ def evaluate(
     loaded, dev = load_for_inference(run, device, epoch)
     asked_decoding(loaded, coherence=coherence)
     records = list(sources.run_documents(data, loaded.config, fmt=format, aspect=aspect, split=split))
-    progress = functools.partial(progress_reporter, stderr())
     decoding, asked = parse_decoding(loaded, rate, rate_over, coherence, records=records, batch_size=batch_size,
-                                     device=dev, scoring=lambda: progress(len(records), doing="scoring"))
+                                     device=dev, scoring=lambda: on_stderr(len(records), doing="scoring"))
     metrics, rows = evaluate_model(loaded, records, batch_size=batch_size, device=dev, faithfulness=faithfulness,
-                                   decoding=decoding, progress=progress)
+                                   decoding=decoding, progress=on_stderr)
     metrics = {**evaluated_on(run, data, loaded.config, fmt=format, aspect=aspect, split=split), **metrics, **asked}
     print_scores(metrics, f"{run.name} on {data}", json_out, per_document, rows)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 from typing import Optional
 
 import typer
 
 from rationale_cli.cli._util import (ASPECT_HELP, BATCH_HELP, DEVICE_HELP, FORMAT_HELP, Command, app, check_at_least,
-                                     friendly, progress_reporter, stderr)
+                                     friendly, on_stderr, stderr)
 
 
 @app.command(cls=Command)
@@ -36,7 +35,7 @@ def report(
     check_at_least("--examples", examples, 0)
     check_at_least("--batch-size", batch_size, 1)
     plots = write_report(runs, out, png=png, data=data, format=format, aspect=aspect, examples=examples,
-                         batch_size=batch_size, device=device, progress=functools.partial(progress_reporter, stderr()))
+                         batch_size=batch_size, device=device, progress=on_stderr)
     if png is not None:
         stderr().print(f"wrote {plots} PNG files to {png}", highlight=False)
     stderr().print(f"wrote {out}", highlight=False)

@@ -13,7 +13,7 @@ from typing import Sequence
 from models.decoding import OWN, Decoding
 from rationale_cli.data import sources
 from rationale_cli.data.readers import detect_format
-from rationale_cli.data.readers.beer import FILE_ASPECT
+from rationale_cli.data.readers.beer import file_aspect
 from rationale_cli.metrics.eraser_scores import ScoredDocument, drop, eraser_scores, iou_scores
 from rationale_cli.evaluation.predictions_file import paired, read_predictions
 from rationale_cli.evaluation.faithfulness import faithfulness_summary, scored_documents
@@ -94,8 +94,7 @@ def read_aspect(data: str, kind: str, aspect: int | None) -> int | None:
         return aspect
     if kind == "demo":
         return 0
-    match = FILE_ASPECT.match(Path(data).name)
-    return int(match.group(1)) if match else None
+    return file_aspect(data)
 
 
 def own_scores(docs: Sequence[ScoredDocument], hard: bool) -> dict:

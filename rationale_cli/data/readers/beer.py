@@ -32,13 +32,18 @@ def check_aspect(aspect) -> int:
     return aspect
 
 
+def file_aspect(path: str | Path) -> int | None:
+    """N of a review file named ``reviews.aspectN...``, else None."""
+    match = FILE_ASPECT.match(Path(path).name)
+    return int(match.group(1)) if match else None
+
+
 def iter_beer(path: str | Path, aspect: int | None = None) -> Iterator[Record]:
     """Reviews of a Lei et al. review file; ``aspect`` defaults to N of ``reviews.aspectN``."""
     if aspect is None:
-        match = FILE_ASPECT.match(Path(path).name)
-        if match is None:
+        aspect = file_aspect(path)
+        if aspect is None:
             raise UserError(f"{path}: the file name does not name an aspect (reviews.aspectN...); give --aspect 0-4")
-        aspect = int(match.group(1))
     aspect = check_aspect(aspect)
     for line_no, line in iter_lines(path):
         at = where(path, line_no)
