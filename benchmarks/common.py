@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shlex
 import statistics
@@ -10,7 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 
@@ -45,6 +46,45 @@ def rationale(*args: str) -> tuple[str, float]:
     started = time.perf_counter()
     subprocess.run([sys.executable, "-m", "rationale_cli", *args], cwd=ROOT, check=True)
     return rationale_command(*args), time.perf_counter() - started
+
+
+# a ``rationale`` command in-process, then its peak resident memory (or its largest worker's) as
+# the last line of its output: run with ``python -c MEASURED ARGS`` from a checkout's root,
+# which then imports that checkout's code
+MEASURED = """
+import json, resource, sys
+from rationale_cli.cli import app
+try:
+    app(sys.argv[1:])
+except SystemExit as stop:
+    assert not stop.code, stop.code
+peak = max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+print(json.dumps({"peak_mb": peak / 1024}))
+"""
+
+
+def measured(args: list[str], tree: Path) -> tuple[subprocess.CompletedProcess, float]:
+    """``rationale ARGS`` with the code of the checkout ``tree``, in its own process: the finished
+    process (its output captured) and its peak resident memory in MB."""
+    done = subprocess.run([sys.executable, "-c", MEASURED, *args], cwd=tree, check=True, capture_output=True,
+                          text=True)
+    return done, json.loads(done.stdout.strip().splitlines()[-1])["peak_mb"]
+
+
+@contextlib.contextmanager
+def commit_tree(commit: str | None, folder: Path) -> Iterator[Path | None]:
+    """The checkout of ``commit`` in a git worktree at ``folder`` while the block runs (removed
+    after); None without a commit."""
+    if commit is None:
+        yield None
+        return
+    subprocess.run(["git", "worktree", "add", "--detach", str(folder), commit], cwd=ROOT, check=True,
+                   capture_output=True)
+    try:
+        yield folder
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(folder)], cwd=ROOT, check=False,
+                       capture_output=True)
 
 
 def append_result(row: dict) -> None:

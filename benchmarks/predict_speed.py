@@ -31,7 +31,7 @@ from pathlib import Path
 
 from rationale_cli.data.readers.beer import iter_beer
 
-from common import ROOT, append_result, git_commit
+from common import ROOT, append_result, commit_tree, git_commit, measured
 
 
 def corpus(beer: Path, size: int, path: Path) -> None:
@@ -63,26 +63,12 @@ def selected_share(path: Path) -> float:
     return selected / tokens
 
 
-# the command in-process, then the peak memory of it or of its largest worker: its summary line gives the rate
-PREDICT = """
-import json, resource, sys
-from rationale_cli.cli import app
-try:
-    app(sys.argv[1:])
-except SystemExit as stop:
-    assert not stop.code, stop.code
-peak = max(resource.getrusage(who).ru_maxrss for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
-print(json.dumps({"peak_mb": peak / 1024}))
-"""
-
-
 def measure(command: list[str], tree: Path) -> tuple[float, float]:
     """Documents per second of the command's own loop (reading, model, writing; not the
     start-up) and its peak resident memory in MB, run with the code of ``tree``."""
-    done = subprocess.run(command, cwd=tree, check=True, capture_output=True, text=True)
-    data = json.loads(done.stdout.strip().splitlines()[-1])
+    done, peak = measured(command, tree)
     rate = re.search(r"([\d,]+) documents/s", done.stderr)
-    return float(rate.group(1).replace(",", "")), data["peak_mb"]
+    return float(rate.group(1).replace(",", "")), peak
 
 
 def main() -> None:
@@ -110,10 +96,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
         corpus(args.data_dir / "beer", max(args.documents), work / "all.jsonl")
-        if args.baseline:
-            subprocess.run(["git", "worktree", "add", "--detach", str(work / "baseline-tree"), args.baseline],
-                           cwd=ROOT, check=True, capture_output=True)
-        try:
+        with commit_tree(args.baseline, work / "baseline-tree"):
             print(f"{platform.processor() or platform.machine()}, {args.threads} threads, "
                   f"torch {__import__('torch').__version__}")
             for encoder in args.encoders:
@@ -123,10 +106,6 @@ def main() -> None:
                           ["--embedding-dim", str(args.embedding_dim), "--hidden-size", str(args.hidden_size)])
                 for size in args.documents:
                     compare(args, encoder, run, size, work, command)
-        finally:
-            if args.baseline:
-                subprocess.run(["git", "worktree", "remove", "--force", str(work / "baseline-tree")], cwd=ROOT,
-                               check=False, capture_output=True)
 
 
 def compare(args, encoder: str, run: Path, size: int, work: Path, command: str) -> None:
@@ -134,7 +113,7 @@ def compare(args, encoder: str, run: Path, size: int, work: Path, command: str) 
     data = work / f"corpus{size}.jsonl"
     with open(work / "all.jsonl", encoding="utf-8") as source, open(data, "w", encoding="utf-8") as target:
         target.writelines(line for _, line in zip(range(size), source))
-    predict = [sys.executable, "-c", PREDICT, "predict", str(run), str(data), "--force", "--device", "cpu"]
+    predict = ["predict", str(run), str(data), "--force", "--device", "cpu"]
     variants = {"baseline": predict + ["--out", str(work / "baseline.jsonl"), "--threads", str(args.threads)],
                 "predict": predict + ["--out", str(work / "new.jsonl"), "--threads", str(args.threads)],
                 "workers": predict + ["--out", str(work / "workers.jsonl"), "--threads", "1",

@@ -21,6 +21,7 @@ import torch
 from torch import Tensor
 
 A_MIN, A_MAX = 1e-6, 100.0
+LOW, HIGH = -0.1, 1.1  # the stretched support (l, r) of Bastings et al. (2019)
 EPS = 1e-6
 
 
@@ -42,7 +43,7 @@ class HardKuma:
     log-probabilities of the atoms are computed once per object (training's penalties and
     test-time decoding each ask for them several times)."""
 
-    def __init__(self, a: Tensor, b: Tensor, l: float = -0.1, r: float = 1.1):
+    def __init__(self, a: Tensor, b: Tensor, l: float = LOW, r: float = HIGH):
         if not (l < 0.0 and r > 1.0):
             raise ValueError(f"HardKuma needs l < 0 < 1 < r, got ({l}, {r})")
         self.a = a.clamp(A_MIN, A_MAX)

@@ -24,17 +24,12 @@ Why hand-written backward passes: the forward loop runs without an autograd
 graph and keeps only what the backward needs (c's, gates; tanh values are
 recomputed), the reverse loop does one ``baddbmm`` and a few in-place
 elementwise ops per step, and the weight gradient ``dU = sum_t h_{t-1}^T dA_t``
-is one matmul after the loop. Per-step states are kept as separate tensors, not
-slices of one big buffer: writing into a freshly allocated multi-100-MB buffer
-page-faults on every step (~0.3 ms/MB on the 2-core VM we measured on), while
-per-step tensors are recycled by malloc. Measured with
-``benchmarks/encoder_speed.py`` (B=256, T=150, D=H=200, bidirectional, 2 CPU
-threads), forward+backward of the whole encoder: RCNN ~0.7 s vs ~1.1 s with
-the plain-autograd loop, LSTM ~1.2 s vs ~1.4 s, CNN ~0.26 s (much of the
-remaining time is the input projection matmuls). The plain-autograd twins (``*_scan_autograd``) are the
-references the tests check against. torch.jit.script did not pay: no gain on
-these loops, ~10% on the autograd twin's RCNN scan (0.49 s vs 0.54 s), still
-well behind the hand-written one (0.33 s). Only first-order
+is one matmul after the loop. Per-step states are separate tensors, not slices
+of one freshly allocated buffer (whose pages fault in on every step). On
+float32 CPU tensors the RCNN's elementwise work per step is one compiled pass
+instead (:mod:`models.native.rcnn`); these loops are its fallback, and the
+plain-autograd twins (``*_scan_autograd``) the references the tests check
+against (``benchmarks/encoder_speed.py`` times them). Only first-order
 gradients are supported (``once_differentiable``). Under ``torch.no_grad`` (or
 when nothing requires grad) the loops keep nothing per step.
 
@@ -50,6 +45,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from models.encoders.base import TokenRows
+from models.native.rcnn import compiled, rcnn_backward as compiled_backward, rcnn_forward as compiled_forward
 
 __all__ = [
     "lstm_scan",
@@ -173,7 +169,8 @@ class _RCNNScan(torch.autograd.Function):
     def forward(ctx, P: Tensor, M: Tensor, U: Tensor, b: Tensor) -> Tensor:
         P, M, U = P.contiguous(), M.contiguous(), U.contiguous()
         bb = b.unsqueeze(1)
-        out, c1s, c2s, rs = _rcnn_forward(P, M, U, bb, store=True)
+        ctx.compiled = compiled(P, M, U, bb)
+        out, c1s, c2s, rs = (compiled_forward if ctx.compiled else _rcnn_forward)(P, M, U, bb, store=True)
         ctx.save_for_backward(P, M, U, bb, out)
         ctx.steps = (c1s, c2s, rs)
         return out
@@ -182,7 +179,8 @@ class _RCNNScan(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, gout: Tensor):
         P, M, U, bb, out = ctx.saved_tensors
-        return _rcnn_backward(gout.contiguous(), P, M, U, bb, out, *ctx.steps)
+        backward = compiled_backward if ctx.compiled else _rcnn_backward
+        return backward(gout.contiguous(), P, M, U, bb, out, *ctx.steps)
 
 
 def rcnn_scan(P: Tensor, M: Tensor, U: Tensor, b: Tensor) -> Tensor:
@@ -190,7 +188,8 @@ def rcnn_scan(P: Tensor, M: Tensor, U: Tensor, b: Tensor) -> Tensor:
     included), ``M [D,T,B,1]``, ``U [D,H,H]``, ``b [D,H]`` -> ``h [D,T,B,H]``."""
     if torch.is_grad_enabled() and any(x.requires_grad for x in (P, M, U, b)):
         return _RCNNScan.apply(P, M, U, b)
-    return _rcnn_forward(P.contiguous(), M.contiguous(), U.contiguous(), b.unsqueeze(1), store=False)[0]
+    forward = compiled_forward if compiled(P, M, U, b) else _rcnn_forward
+    return forward(P.contiguous(), M.contiguous(), U.contiguous(), b.unsqueeze(1), store=False)[0]
 
 
 def rcnn_scan_autograd(P: Tensor, M: Tensor, U: Tensor, b: Tensor) -> Tensor:

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from models.encoders.rcnn import RCNNCell
+from models.native.hardkuma_scan import hardkuma_scan
 
 
 class DependentScan(nn.Module):
@@ -26,22 +27,33 @@ class DependentScan(nn.Module):
         self.head = nn.Linear(input_size + z_hidden, outputs)
         self.cell = RCNNCell(input_size + 1, z_hidden)
 
-    def forward(self, states: Tensor, mask: Tensor, draw: Callable[[Tensor], Tensor]) -> tuple[Tensor, Tensor]:
+    def parts(self, states: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """What the loop needs of the weights: the parts that depend on h only, for all steps
+        before the loop, in one product (one gradient for the states) ``[B, T, K + 3 Z]``; the
+        head's weight on the loop's state ``[Z, K]``; the cell's input weight on z ``[3 Z]``."""
         n, outputs = self.input_size, self.head.out_features
-        # the parts that depend on h only, for all steps before the loop, in one product (one
-        # gradient for the states), split into steps once (indexing each step would zero-fill
-        # a whole [B, T, .] gradient per step)
         weight = torch.cat([self.head.weight[:, :n].t(), self.cell.weight_ih[:n]], 1)
         bias = F.pad(self.head.bias, (0, weight.shape[1] - outputs))
-        steps = F.linear(states, weight.t(), bias).unbind(1)
-        head_s = self.head.weight[:, n:].t()
-        cell_z = self.cell.weight_ih[n]
+        return F.linear(states, weight.t(), bias), self.head.weight[:, n:].t(), self.cell.weight_ih[n]
+
+    def forward(self, states: Tensor, mask: Tensor, draw: Callable[[Tensor], Tensor]) -> tuple[Tensor, Tensor]:
+        outputs = self.head.out_features
+        steps, head_s, cell_z = self.parts(states)
         state = self.cell.initial(states.shape[0], states)
         zs, thetas = [], []
-        for step, m_t in zip(steps, mask.unbind(1)):
+        # split into steps once (indexing each step would zero-fill a whole [B, T, .] gradient per step)
+        for step, m_t in zip(steps.unbind(1), mask.unbind(1)):
             theta = torch.addmm(step[:, :outputs], state[-1], head_s)
             z_t = draw(theta) * m_t
             state = self.cell.step(torch.addcmul(step[:, outputs:], z_t.unsqueeze(-1), cell_z), state, m_t)
             zs.append(z_t)
             thetas.append(theta)
         return torch.stack(zs, 1), torch.stack(thetas, 1)
+
+    def hardkuma(self, states: Tensor, mask: Tensor, noise: Tensor, limits: tuple[float, ...]) -> tuple[Tensor, Tensor]:
+        """``forward`` with ``HardKuma.rsample`` as the draw, from its uniform ``noise [B, T]``,
+        compiled (:mod:`models.native.hardkuma_scan`; ``limits``: the stretch and the shapes'
+        clamp)."""
+        steps, head_s, cell_z = self.parts(states)
+        cell = self.cell
+        return hardkuma_scan(steps, head_s, cell_z, cell.weight_hh, cell.bias_lambda, cell.bias, mask, noise, limits)

@@ -30,8 +30,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from models.distributions.hardkuma import HardKuma
+from models.distributions.hardkuma import A_MIN, A_MAX, EPS, HIGH, LOW, HardKuma
 from models.lagrangian import EqualityMultiplier, LagrangeMultiplier, RateOptions
+from models.native.hardkuma_scan import compiled
 from models.options import OptionError, option
 from models.selection import Selection, Selector, selected_share
 from models.selectors.dependent import DependentScan
@@ -108,8 +109,18 @@ class HardKumaSelector(Selector):
         z, theta = self.scan(states, mask, lambda t: choose(HardKuma(*F.softplus(t).unbind(-1))))
         return z, HardKuma(*F.softplus(theta).unbind(-1))
 
+    def sampled(self, states: Tensor, mask: Tensor) -> tuple[Tensor, HardKuma]:
+        """``run(states, mask, HardKuma.rsample)``; the dependent loop compiled where it can be
+        (:mod:`models.native.hardkuma_scan`), from the same noise in the same order."""
+        if self.scan is None or not compiled(states, mask):
+            return self.run(states, mask, HardKuma.rsample)
+        B, T = mask.shape
+        noise = torch.rand(T, B, dtype=states.dtype, device=states.device).t() * (1 - 2 * EPS) + EPS
+        z, theta = self.scan.hardkuma(states, mask, noise, (LOW, HIGH, A_MIN, A_MAX))
+        return z, HardKuma(*F.softplus(theta).unbind(-1))
+
     def forward(self, states: Tensor, mask: Tensor) -> Selection:
-        z, dist = self.run(states, mask, HardKuma.rsample)
+        z, dist = self.sampled(states, mask)
         nonzero, flips = expected_costs(dist.log_p0(), dist.log_p_nonzero(), mask)
         lengths = mask.sum(-1).clamp_min(1.0)
         l0, transitions = (nonzero / lengths).mean(), (flips / lengths).mean()

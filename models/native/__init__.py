@@ -1,0 +1,98 @@
+"""Compiled inner loops, with the plain PyTorch loops as their fallback.
+
+Some loops run a few small operations per time step, so their time goes into dispatching
+PyTorch operations rather than arithmetic. Their elementwise work (and, for the small
+dependent selector, the whole step) is written in C here, one pass per step, with the
+same math as the PyTorch code it stands in for (each is tested against it):
+
+- :mod:`models.native.rcnn`: the bigram RCNN's steps (``rcnn_steps.c``), forward and
+  backward, for :mod:`models.encoders.recurrence`;
+- :mod:`models.native.hardkuma_scan`: the dependent HardKuma selector's sampling loop
+  (``hardkuma_scan.c``), forward and backward, for :mod:`models.selectors.dependent`.
+
+A C file is compiled on first use with the system's C compiler (``cc``, or ``$CC``) into
+the user's cache folder (``$XDG_CACHE_HOME/rationale-cli``, else a temporary folder) and
+loaded with :mod:`ctypes`: ``pip install`` needs no compiler, and where there is none, a
+build fails, the tensors are not float32 on the CPU, or ``RATIONALE_NATIVE=0`` is set, the
+PyTorch loops run instead, with the same results up to float rounding.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+FLAGS = ("-O3", "-march=native", "-fopenmp-simd", "-fno-math-errno", "-fno-trapping-math", "-shared", "-fPIC")
+INT, FLOAT, POINTER = ctypes.c_int64, ctypes.c_float, ctypes.c_void_p
+
+
+def _machine() -> bytes:
+    """What ``-march=native`` compiles for: the CPU's flags (a cached build is never loaded
+    on a CPU that lacks an instruction it uses)."""
+    try:
+        with open("/proc/cpuinfo", "rb") as info:
+            return next((line for line in info if line.startswith(b"flags")), b"")
+    except OSError:
+        return platform.processor().encode()
+
+
+def _folders() -> list[Path]:
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return [Path(cache) / "rationale-cli", Path(tempfile.gettempdir()) / f"rationale-cli-{os.getuid()}"]
+
+
+@functools.cache
+def library(name: str) -> ctypes.CDLL | None:
+    """The compiled ``name.c`` of this folder, built once per source, compiler and CPU; None
+    where it cannot be (or ``RATIONALE_NATIVE=0``)."""
+    if os.environ.get("RATIONALE_NATIVE", "1") == "0":
+        return None
+    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        return None
+    source = Path(__file__).with_name(f"{name}.c")
+    key = hashlib.sha256(source.read_bytes() + " ".join((compiler, *FLAGS)).encode() + _machine()).hexdigest()[:16]
+    for folder in _folders():
+        target = folder / f"{name}-{key}.so"
+        try:
+            if not target.is_file():
+                folder.mkdir(parents=True, exist_ok=True)
+                partial = folder / f".{target.name}.{os.getpid()}"
+                subprocess.run([compiler, *FLAGS, str(source), "-o", str(partial), "-lm"], check=True,
+                               capture_output=True, timeout=120)
+                os.replace(partial, target)  # whole or not at all, whoever builds it first
+            return ctypes.CDLL(str(target))
+        except (OSError, subprocess.SubprocessError):
+            continue
+    return None
+
+
+def declared(lib: ctypes.CDLL | None, name: str, *argtypes) -> ctypes._CFuncPtr | None:
+    """The C function ``name`` of ``lib`` with its argument types, or None without ``lib``."""
+    if lib is None:
+        return None
+    function = getattr(lib, name)
+    function.argtypes, function.restype = list(argtypes), None
+    return function
+
+
+def usable(library_name: str, *tensors: Tensor) -> bool:
+    """Whether a compiled loop can run on these tensors: float32 on the CPU, its library built."""
+    return all(x.dtype == torch.float32 and x.device.type == "cpu" for x in tensors) and \
+        library(library_name) is not None
+
+
+def pointers(*tensors: Tensor) -> list[int]:
+    """The tensors' data addresses (each must be contiguous)."""
+    assert all(x.is_contiguous() for x in tensors)
+    return [x.data_ptr() for x in tensors]

@@ -1,0 +1,66 @@
+"""The dependent HardKuma selector's sampling loop compiled (``hardkuma_scan.c``): the whole
+loop of :class:`models.selectors.dependent.DependentScan` with ``HardKuma.rsample`` as its
+draw, forward and backward, one call each, instead of some thirty autograd operations per
+token. Same math and the same noise (tested against the PyTorch loop)."""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+from torch import Tensor
+from torch.autograd.function import once_differentiable
+
+from models.native import FLOAT, INT, POINTER, declared, library, pointers, usable
+
+NAME = "hardkuma_scan"
+_SIZES = [INT] * 3 + [FLOAT] * 4
+
+
+@functools.cache
+def _loops():
+    lib = library(NAME)
+    return (declared(lib, "hardkuma_forward", *_SIZES, *[POINTER] * 14),
+            declared(lib, "hardkuma_backward", *_SIZES, *[POINTER] * 21))
+
+
+def compiled(*tensors: Tensor) -> bool:
+    """Whether :func:`hardkuma_scan` can run on these tensors."""
+    return usable(NAME, *tensors)
+
+
+class _Scan(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, steps, head_s, cell_z, W, bias_l, bias, mask, u, limits):
+        B, T, _ = steps.shape
+        Z = W.shape[0]
+        z, theta = steps.new_empty(B, T), steps.new_empty(B, T, 2)
+        kept = [steps.new_empty(B, T, Z) for _ in range(4)]  # hs, c1s, c2s, lams
+        inputs = (steps, head_s, cell_z, W, bias_l, bias, mask, u)
+        _loops()[0](B, T, Z, *limits, *pointers(*inputs, z, theta, *kept))
+        ctx.save_for_backward(*inputs, z, theta, *kept)
+        ctx.limits = limits
+        return z, theta
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, gz, gtheta):
+        steps, head_s, cell_z, W, bias_l, bias, mask, u, z, theta, *kept = ctx.saved_tensors
+        B, T, _ = steps.shape
+        Z = W.shape[0]
+        gz = torch.zeros_like(z) if gz is None else gz.contiguous()
+        gtheta = torch.zeros_like(theta) if gtheta is None else gtheta.contiguous()
+        gsteps = torch.empty_like(steps)
+        grads = [torch.zeros_like(x) for x in (head_s, cell_z, W, bias_l, bias)]
+        _loops()[1](B, T, Z, *ctx.limits,
+                    *pointers(steps, head_s, cell_z, W, bias, mask, u, z, theta, *kept, gz, gtheta, gsteps),
+                    *pointers(grads[0], grads[1], grads[2], grads[3], grads[4]))
+        return gsteps, *grads, None, None, None
+
+
+def hardkuma_scan(steps: Tensor, head_s: Tensor, cell_z: Tensor, W: Tensor, bias_l: Tensor, bias: Tensor,
+                  mask: Tensor, u: Tensor, limits: tuple[float, float, float, float]) -> tuple[Tensor, Tensor]:
+    """``(z [B,T], theta [B,T,2])`` of the dependent loop (see ``hardkuma_scan.c`` for the
+    shapes) for uniform noise ``u [B,T]``; ``limits``: the stretch ``(l, r)`` and the clamp
+    of the shapes ``(a_min, a_max)``."""
+    return _Scan.apply(*(x.contiguous() for x in (steps, head_s, cell_z, W, bias_l, bias, mask, u)), limits)

@@ -1,0 +1,115 @@
+/* The elementwise part of one step of the mask-gated bigram RCNN, forward and backward, in
+ * one pass over the state (models/native compiles and loads it; the matrix
+ * products stay in PyTorch). The math and the layout are those of
+ * models/encoders/recurrence.py (its _rcnn_forward and _rcnn_backward):
+ *
+ *   a = -(W^l x_t + b^l + h_{t-1} U)       (given: one baddbmm before the call)
+ *   r = sigmoid(a) = 1 - lambda_t
+ *   d1 = r (W1 x_t - c1),  d2 = r (c1 + W2 x_t - c2),  u = tanh(c2 + d2 + b)
+ *   c1 <- c1 + m d1,  c2 <- c2 + m d2,  h <- h + m (u - h)
+ *
+ * Shapes (float32, contiguous): P [D,T,B,3H], M [D,T,B], bias [D,H], out [D,T,B,H];
+ * the step buffers c1s, c2s, rs are [D,S,B,H] with step t in slot t % S (S = T when the
+ * backward needs every step, 2 otherwise). exp is a Cephes-style polynomial (about 1 ulp)
+ * that the compiler vectorizes; tanh(x) = 2 sigmoid(2x) - 1. */
+
+#include <stdint.h>
+
+static inline float exp_poly(float x) {
+    x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+    float n = __builtin_floorf(x * 1.44269504088896341f + 0.5f);
+    float r = x - n * 0.693359375f + n * 2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    union { int32_t i; float f; } scale;
+    scale.i = ((int32_t)n + 127) << 23;
+    return p * scale.f;
+}
+
+static inline float sigmoid(float x) { return 1.0f / (1.0f + exp_poly(-x)); }
+
+static inline float tanh_(float x) { return 2.0f * sigmoid(2.0f * x) - 1.0f; }
+
+void rcnn_forward_step(int64_t D, int64_t T, int64_t B, int64_t H, int64_t S, int64_t t,
+                       const float *a, const float *P, const float *M, const float *bias,
+                       float *out, float *c1s, float *c2s, float *rs) {
+    for (int64_t d = 0; d < D; d++) {
+        for (int64_t b = 0; b < B; b++) {
+            const float m = M[(d * T + t) * B + b];
+            const float *ar = a + (d * B + b) * H;
+            const float *p = P + ((d * T + t) * B + b) * 3 * H;
+            const float *bb = bias + d * H;
+            const int64_t now = ((d * S + t % S) * B + b) * H;
+            const int64_t before = ((d * S + (t + S - 1) % S) * B + b) * H;
+            const float *h0 = t > 0 ? out + ((d * T + t - 1) * B + b) * H : 0;
+            float *h = out + ((d * T + t) * B + b) * H;
+            float *c1 = c1s + now, *c2 = c2s + now, *rr = rs + now;
+            const float *c10 = c1s + before, *c20 = c2s + before;
+#pragma omp simd
+            for (int64_t j = 0; j < H; j++) {
+                const float c1p = t > 0 ? c10[j] : 0.0f, c2p = t > 0 ? c20[j] : 0.0f;
+                const float hp = t > 0 ? h0[j] : 0.0f;
+                const float r = sigmoid(ar[j]);
+                const float d1 = r * (p[H + j] - c1p);
+                const float d2 = r * (c1p + p[2 * H + j] - c2p);
+                const float u = tanh_(c2p + d2 + bb[j]);
+                c1[j] = c1p + m * d1;
+                c2[j] = c2p + m * d2;
+                h[j] = hp + m * (u - hp);
+                rr[j] = r;
+            }
+        }
+    }
+}
+
+/* One reverse step. gh, gc1, gc2, gb [D,B,H] carry the gradients from the later steps (gb
+ * sums the tanh argument's over steps); gout is the loss's gradient of out. Writes gP[:, t]
+ * and gM[:, t] ([D,T,B]) and leaves gh times (1 - m), to which the caller adds
+ * gP[:, t, :, :H] U^T. */
+void rcnn_backward_step(int64_t D, int64_t T, int64_t B, int64_t H, int64_t t,
+                        const float *P, const float *M, const float *bias, const float *out,
+                        const float *c1s, const float *c2s, const float *rs, const float *gout,
+                        float *gh, float *gc1, float *gc2, float *gb, float *gP, float *gM) {
+    for (int64_t d = 0; d < D; d++) {
+        for (int64_t b = 0; b < B; b++) {
+            const float m = M[(d * T + t) * B + b];
+            const int64_t row = (d * B + b) * H;
+            const int64_t now = ((d * T + t) * B + b) * H;
+            const int64_t before = now - B * H;
+            const float *p = P + ((d * T + t) * B + b) * 3 * H;
+            float *gp = gP + ((d * T + t) * B + b) * 3 * H;
+            const float *bb = bias + d * H;
+            const float *r_ = rs + now, *go = gout + now;
+            float *gh_ = gh + row, *gc1_ = gc1 + row, *gc2_ = gc2 + row, *gb_ = gb + row;
+            float gm = 0.0f;
+#pragma omp simd reduction(+ : gm)
+            for (int64_t j = 0; j < H; j++) {
+                const float c1 = t > 0 ? c1s[before + j] : 0.0f, c2 = t > 0 ? c2s[before + j] : 0.0f;
+                const float h = t > 0 ? out[before + j] : 0.0f;
+                const float r = r_[j];
+                const float g = gh_[j] + go[j];
+                const float e1 = p[H + j] - c1;
+                const float e2 = c1 + p[2 * H + j] - c2;
+                const float u = tanh_(c2 + r * e2 + bb[j]);
+                gm += g * (u - h) + r * (gc1_[j] * e1 + gc2_[j] * e2);
+                const float gs = m * g * (1.0f - u * u);
+                const float gd1 = m * gc1_[j];
+                const float gd2 = gs + m * gc2_[j];
+                const float gp1 = gd1 * r, gp2 = gd2 * r;
+                gp[j] = (gd1 * e1 + gd2 * e2) * r * (r - 1.0f);
+                gp[H + j] = gp1;
+                gp[2 * H + j] = gp2;
+                gb_[j] += gs;
+                gc1_[j] += gp2 - gp1;
+                gc2_[j] += gs - gp2;
+                gh_[j] = g * (1.0f - m);
+            }
+            gM[(d * T + t) * B + b] = gm;
+        }
+    }
+}
