@@ -108,13 +108,18 @@ class HardKuma:
         t = self.l + (self.r - self.l) * torch.exp(log_k)
         return t.clamp(0.0, 1.0)
 
-    def mean(self, nodes: int = 64) -> Tensor:
-        """E[H] of the rectified variable: ``int_0^1 P(H > h) dh``, by Gauss-Legendre
-        quadrature in the Kumaraswamy coordinate, ``(r - l) int_{k0}^{k1} (1 - k^a)^b dk``."""
+    def mean_nodes(self, nodes: int = 64) -> tuple[Tensor, Tensor]:
+        """Nodes k and weights w of :meth:`mean`, ``E[H] = (r - l) sum_i w_i (1 - k_i^a)^b``
+        (Gauss-Legendre on the stretched [0, 1]), in the shapes' dtype and device."""
         x, w = gauss_legendre(nodes)
         k0, k1 = self.stretch(0.0), self.stretch(1.0)
         k = torch.as_tensor(0.5 * (k1 - k0) * x + 0.5 * (k1 + k0), dtype=self.a.dtype, device=self.a.device)
-        w = torch.as_tensor(0.5 * (k1 - k0) * w, dtype=self.a.dtype, device=self.a.device)
+        return k, torch.as_tensor(0.5 * (k1 - k0) * w, dtype=self.a.dtype, device=self.a.device)
+
+    def mean(self, nodes: int = 64) -> Tensor:
+        """E[H] of the rectified variable: ``int_0^1 P(H > h) dh``, by Gauss-Legendre
+        quadrature in the Kumaraswamy coordinate, ``(r - l) int_{k0}^{k1} (1 - k^a)^b dk``."""
+        k, w = self.mean_nodes(nodes)
         survival = torch.exp(log_survival(self.a.unsqueeze(-1), self.b.unsqueeze(-1), k))
         return (self.r - self.l) * (survival * w).sum(-1)
 

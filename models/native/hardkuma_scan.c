@@ -160,3 +160,59 @@ void hardkuma_backward(int64_t B, int64_t T, int64_t Z, float low, float high, f
         }
     }
 }
+
+/* The test-time loop (Bastings et al. 2019, section 5, "Deterministic predictions"): z_t the
+ * most likely of 0, 1 and 0 < z < 1 under theta_t, the rectified mean in the last case,
+ * ``int_0^1 P(H > h) dh = (high - low) sum_i w_i (1 - k_i^a)^b`` over the quadrature nodes
+ * ``log_k`` [nodes] with weights ``w`` (HardKuma.mean); ``log_k01``: log of the stretched 0 and
+ * 1. Writes z and P(z_t != 0) [B,T]. */
+void hardkuma_decode(int64_t B, int64_t T, int64_t Z, float low, float high, float a_min, float a_max,
+                     int64_t nodes, const float *log_k, const float *w, const float *log_k01,
+                     const float *steps, const float *head_s, const float *cell_z, const float *W,
+                     const float *bias_l, const float *bias, const float *mask, float *z, float *p_nonzero) {
+    const int64_t G = 2 + 3 * Z;
+    float h[Z > 0 ? Z : 1], c1[Z > 0 ? Z : 1], c2[Z > 0 ? Z : 1], A[Z > 0 ? Z : 1];
+    for (int64_t b = 0; b < B; b++) {
+        for (int64_t j = 0; j < Z; j++) h[j] = c1[j] = c2[j] = 0.0f;
+        for (int64_t t = 0; t < T; t++) {
+            const int64_t bt = b * T + t;
+            const float *s = steps + bt * G;
+            const float m = mask[bt];
+            float th0 = s[0], th1 = s[1];
+            for (int64_t i = 0; i < Z; i++) {
+                th0 += h[i] * head_s[2 * i];
+                th1 += h[i] * head_s[2 * i + 1];
+            }
+            const float a = clampf(softplus(th0), a_min, a_max), bb = clampf(softplus(th1), a_min, a_max);
+            const float log_nonzero = bb * log1mexp(a * log_k01[0]);
+            const float p0 = expf(log1mexp(log_nonzero)), nonzero = expf(log_nonzero);
+            const float p1 = expf(bb * log1mexp(a * log_k01[1]));
+            const float pc = nonzero - p1 > 0.0f ? nonzero - p1 : 0.0f;
+            float zt = 1.0f;
+            if (p0 >= p1 && p0 >= pc) {
+                zt = 0.0f;
+            } else if (p1 < pc) {
+                float mean = 0.0f;
+                for (int64_t i = 0; i < nodes; i++) mean += expf(bb * log1mexp(a * log_k[i])) * w[i];
+                zt = (high - low) * mean;
+            }
+            zt *= m;
+            z[bt] = zt;
+            p_nonzero[bt] = nonzero;
+            for (int64_t j = 0; j < Z; j++) A[j] = s[2 + j] + zt * cell_z[j] + bias_l[j];
+            for (int64_t i = 0; i < Z; i++)
+                for (int64_t j = 0; j < Z; j++) A[j] += h[i] * W[i * Z + j];
+            for (int64_t j = 0; j < Z; j++) {
+                const float l = 1.0f / (1.0f + expf(-A[j]));
+                const float p1j = s[2 + Z + j] + zt * cell_z[Z + j];
+                const float q = c1[j] + s[2 + 2 * Z + j] + zt * cell_z[2 * Z + j];
+                const float n1 = p1j + l * (c1[j] - p1j);
+                const float n2 = q + l * (c2[j] - q);
+                const float nh = tanhf(n2 + bias[j]);
+                c1[j] += m * (n1 - c1[j]);
+                c2[j] += m * (n2 - c2[j]);
+                h[j] += m * (nh - h[j]);
+            }
+        }
+    }
+}

@@ -21,7 +21,8 @@ _SIZES = [INT] * 3 + [FLOAT] * 4
 def _loops():
     lib = library(NAME)
     return (declared(lib, "hardkuma_forward", *_SIZES, *[POINTER] * 14),
-            declared(lib, "hardkuma_backward", *_SIZES, *[POINTER] * 21))
+            declared(lib, "hardkuma_backward", *_SIZES, *[POINTER] * 21),
+            declared(lib, "hardkuma_decode", *_SIZES, INT, *[POINTER] * 12))
 
 
 def compiled(*tensors: Tensor) -> bool:
@@ -64,3 +65,16 @@ def hardkuma_scan(steps: Tensor, head_s: Tensor, cell_z: Tensor, W: Tensor, bias
     shapes) for uniform noise ``u [B,T]``; ``limits``: the stretch ``(l, r)`` and the clamp
     of the shapes ``(a_min, a_max)``."""
     return _Scan.apply(*(x.contiguous() for x in (steps, head_s, cell_z, W, bias_l, bias, mask, u)), limits)
+
+
+def hardkuma_decode(steps: Tensor, head_s: Tensor, cell_z: Tensor, W: Tensor, bias_l: Tensor, bias: Tensor,
+                    mask: Tensor, limits: tuple[float, float, float, float], log_k: Tensor, weights: Tensor,
+                    log_k01: Tensor) -> tuple[Tensor, Tensor]:
+    """The test-time loop: ``(z [B,T], P(z != 0) [B,T])``, z the most likely of 0, 1 and the
+    rectified mean (by quadrature: nodes ``log_k``, ``weights``; ``log_k01`` the logs of the
+    stretched 0 and 1), each token conditioned on the decoded prefix."""
+    B, T, _ = steps.shape
+    z, p_nonzero = steps.new_empty(B, T), steps.new_empty(B, T)
+    inputs = [x.contiguous() for x in (log_k, weights, log_k01, steps, head_s, cell_z, W, bias_l, bias, mask)]
+    _loops()[2](B, T, W.shape[0], *limits, log_k.numel(), *pointers(*inputs, z, p_nonzero))
+    return z, p_nonzero

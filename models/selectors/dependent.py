@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from models.encoders.rcnn import RCNNCell
-from models.native.hardkuma_scan import hardkuma_scan
+from models.native.hardkuma_scan import hardkuma_decode, hardkuma_scan
 
 
 class DependentScan(nn.Module):
@@ -57,3 +57,12 @@ class DependentScan(nn.Module):
         steps, head_s, cell_z = self.parts(states)
         cell = self.cell
         return hardkuma_scan(steps, head_s, cell_z, cell.weight_hh, cell.bias_lambda, cell.bias, mask, noise, limits)
+
+    def hardkuma_decoded(self, states: Tensor, mask: Tensor, limits: tuple[float, ...], nodes: tuple[Tensor, ...]):
+        """``forward`` with the most likely outcome as the draw, compiled: z and P(z != 0) per
+        token (:func:`models.native.hardkuma_scan.hardkuma_decode`; ``nodes``: the mean's
+        quadrature, the logs of its nodes and its weights, and the logs of the stretched 0 and 1)."""
+        steps, head_s, cell_z = self.parts(states)
+        cell = self.cell
+        return hardkuma_decode(steps, head_s, cell_z, cell.weight_hh, cell.bias_lambda, cell.bias, mask, limits,
+                               *nodes)

@@ -142,5 +142,12 @@ class HardKumaSelector(Selector):
 
     def decode_with_scores(self, states: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
         """The decoded z and P(z_i != 0) (conditioned on the decoded prefix when dependent)."""
+        if self.scan is not None and compiled(states, mask):
+            unit = HardKuma(states.new_ones(1), states.new_ones(1))
+            k, weights = unit.mean_nodes()
+            ends = torch.log(torch.tensor([unit.stretch(0.0), unit.stretch(1.0)], dtype=states.dtype))
+            z, p_nonzero = self.scan.hardkuma_decoded(states, mask, (LOW, HIGH, A_MIN, A_MAX),
+                                                      (torch.log(k), weights, ends))
+            return z, p_nonzero * mask
         z, dist = self.run(states, mask, most_likely)
         return z, dist.p_nonzero() * mask

@@ -1,0 +1,142 @@
+"""The compiled loops (models.native) against the PyTorch loops they stand in for: the same
+values and gradients up to float32 rounding, on batches with padding, empty rows, rows
+selected whole and fractional gates; and the fallback where nothing can be compiled."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import models.native as native
+from models.distributions.hardkuma import HardKuma
+from models.encoders.recurrence import _rcnn_backward, _rcnn_forward, rcnn_scan, rcnn_scan_autograd
+from models.native import hardkuma_scan, rcnn
+from models.selectors.hardkuma import HardKumaSelector, most_likely
+
+pytestmark = pytest.mark.skipif(native.library("rcnn_steps") is None, reason="no C compiler here")
+
+
+def gates(D: int, T: int, B: int) -> torch.Tensor:
+    """Gates ``[D,T,B,1]``: row 0 empty, row 1 read whole, row 2 padded after 3 steps, the
+    rest exact zeros, ones and fractions."""
+    M = torch.rand(D, T, B, 1)
+    M[M < 0.3] = 0.0
+    M[M > 0.8] = 1.0
+    M[:, :, 0] = 0.0
+    M[:, :, 1] = 1.0
+    M[0, 3:, 2] = 0.0
+    M[1, :-3, 2] = 0.0  # the reversed direction sees the padding first
+    return M
+
+
+def test_compiled_rcnn_steps_match_the_plain_loop_forward_and_backward():
+    torch.manual_seed(0)
+    D, T, B, H = 2, 29, 6, 24
+    P, M = torch.randn(D, T, B, 3 * H), gates(D, T, B)
+    U, b = 0.4 * torch.randn(D, H, H), torch.randn(D, 1, H)
+    out, *steps = rcnn.rcnn_forward(P, M, U, b, store=True)
+    ref, *ref_steps = _rcnn_forward(P, M, U, b, store=True)
+    torch.testing.assert_close(out, ref, atol=1e-6, rtol=0)
+    assert torch.equal(rcnn.rcnn_forward(P, M, U, b, store=False)[0], out)
+    g = torch.randn_like(out)
+    for mine, theirs in zip(rcnn.rcnn_backward(g, P, M, U, b, out, *steps), _rcnn_backward(g, P, M, U, b, ref,
+                                                                                            *ref_steps)):
+        torch.testing.assert_close(mine, theirs.view_as(mine), atol=2e-5, rtol=1e-5)
+
+
+def test_rcnn_scan_takes_the_compiled_steps_and_matches_autograd():
+    torch.manual_seed(1)
+    D, T, B, H = 2, 17, 5, 8
+    args = [torch.randn(D, T, B, 3 * H, requires_grad=True), gates(D, T, B).requires_grad_(),
+            (0.5 * torch.randn(D, H, H)).requires_grad_(), torch.randn(D, H, requires_grad=True)]
+    assert rcnn.compiled(*args)
+    out, ref = rcnn_scan(*args), rcnn_scan_autograd(*args)
+    torch.testing.assert_close(out, ref, atol=1e-6, rtol=0)
+    w = torch.randn_like(out)
+    for mine, theirs in zip(torch.autograd.grad((out * w).sum(), args), torch.autograd.grad((ref * w).sum(), args)):
+        torch.testing.assert_close(mine, theirs, atol=2e-5, rtol=1e-5)
+
+
+def dependent_selector(seed: int) -> HardKumaSelector:
+    torch.manual_seed(seed)
+    selector = HardKumaSelector(12, budget=0.2, dependent=True)
+    with torch.no_grad():  # shapes far from 1, so all three regimes (0, 1, in between) occur
+        for parameter in selector.scan.parameters():
+            parameter.mul_(3)
+    return selector
+
+
+def sample_and_gradients(selector, sample, states, mask):
+    torch.manual_seed(5)
+    z, dist = sample(states, mask)
+    w1, w2 = torch.randn_like(z), torch.randn_like(z)
+    loss = (z * w1).sum() + (dist.log_p_nonzero() * w2 * mask).sum() + 0.1 * (dist.a * mask).sum()
+    return z.detach(), torch.autograd.grad(loss, [states, *selector.parameters()])
+
+
+def test_compiled_dependent_hardkuma_draws_the_same_samples_with_the_same_gradients():
+    selector = dependent_selector(0)
+    states = torch.randn(6, 23, 12, requires_grad=True)
+    mask = torch.ones(6, 23)
+    mask[0, 15:] = 0
+    mask[1, 3:] = 0
+    mask[2] = 0  # an empty row
+    z, grads = sample_and_gradients(selector, selector.sampled, states, mask)
+    ref, ref_grads = sample_and_gradients(selector, lambda s, m: selector.run(s, m, HardKuma.rsample), states, mask)
+    torch.testing.assert_close(z, ref, atol=1e-5, rtol=0)
+    assert 0.1 < float((z == 0).float().mean()) < 0.9 and bool((z == 1).any()) and bool(((z > 0) & (z < 1)).any())
+    assert not z[2].any() and not z[0, 15:].any()
+    for mine, theirs in zip(grads, ref_grads):
+        torch.testing.assert_close(mine, theirs, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("scale", [0.3, 1.0, 3.0])
+def test_compiled_dependent_hardkuma_decodes_as_the_plain_loop(scale):
+    """The most likely outcome per token (0, 1 or the rectified mean), each conditioned on the
+    decoded prefix, and P(z != 0); the scale moves the shapes from mostly continuous tokens to
+    mostly exact 0 and 1."""
+    selector = HardKumaSelector(12, budget=0.2, dependent=True)
+    torch.manual_seed(3)
+    states = scale * torch.randn(6, 23, 12)
+    mask = torch.ones(6, 23)
+    mask[0, 15:] = 0
+    mask[2] = 0
+    with torch.no_grad():
+        for parameter in selector.scan.parameters():
+            parameter.mul_(scale)
+        z, scores = selector.decode_with_scores(states, mask)
+        ref, dist = selector.run(states, mask, most_likely)
+    continuous = (ref > 0) & (ref < 1)
+    assert bool(continuous.any())
+    torch.testing.assert_close(z, ref, atol=1e-5, rtol=0)
+    torch.testing.assert_close(scores, dist.p_nonzero() * mask, atol=1e-5, rtol=0)
+
+
+def test_without_a_compiler_or_in_float64_the_plain_loops_run(monkeypatch):
+    selector = dependent_selector(2).double()
+    states, mask = torch.randn(3, 9, 12, dtype=torch.float64), torch.ones(3, 9, dtype=torch.float64)
+    assert not hardkuma_scan.compiled(states, mask)  # float64: the PyTorch loop
+    monkeypatch.setattr(native, "library", lambda name: None)
+    assert not rcnn.compiled(torch.ones(1)) and not hardkuma_scan.compiled(torch.ones(1))
+    torch.manual_seed(3)
+    a = selector.sampled(states, mask)[0]
+    torch.manual_seed(3)
+    assert torch.equal(a, selector.run(states, mask, HardKuma.rsample)[0])
+
+
+def test_a_compiler_that_fails_leaves_no_library(monkeypatch, tmp_path):
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-compiler"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(native, "_folders", lambda: [tmp_path / "cache"])
+    native.library.cache_clear()
+    try:
+        assert native.library("rcnn_steps") is None
+        assert not list((tmp_path / "cache").glob("*.so"))
+    finally:
+        native.library.cache_clear()
+    monkeypatch.setenv("RATIONALE_NATIVE", "0")
+    native.library.cache_clear()
+    try:
+        assert native.library("rcnn_steps") is None
+    finally:
+        native.library.cache_clear()
