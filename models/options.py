@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 from models.budget import ALLOWED as BUDGET_ALLOWED
 from models.budget import Budget
@@ -182,7 +182,11 @@ def specs(declared: type) -> dict[str, Spec]:
 
 @dataclass(frozen=True)
 class Options:
-    """Base of every extractor's options: values are checked when the object is made."""
+    """Base of every extractor's options: values are checked when the object is made.
+    ``search_space``: what a hyperparameter search tries for some of them
+    (:mod:`models.search`; none by default)."""
+
+    search_space: ClassVar[tuple] = ()
 
     def __post_init__(self) -> None:
         for spec in specs(type(self)).values():

@@ -1,7 +1,8 @@
-"""The Python API: train, load, predict, explain and evaluate without the command line.
+"""The Python API: train, tune, load, predict, explain and evaluate without the command line.
 
 ``train`` takes the options of ``rationale train`` as keywords and keeps the model in
-memory unless ``out`` names a run directory; ``load`` opens a run directory. Both give
+memory unless ``out`` names a run directory; ``tune`` searches their hyperparameters as
+``rationale tune`` does; ``load`` opens a run directory. Both ``train`` and ``load`` give
 a :class:`Model`, whose ``predict`` turns strings, records or dicts into
 :class:`Rationale` objects (or a pandas DataFrame with ``frame``). ``predict``, ``frame``,
 ``explain`` and ``evaluate`` decode the extractor's own way unless given a :class:`Decoding`
@@ -137,3 +138,23 @@ def train(data: str | Path, *, out: str | Path | None = None, force: bool = Fals
     trained = train_config(cfg, None if out is None else Path(out), console, force=force, selector=selector)
     return Model(trained.model, trained.vocab, trained.task, trained.config, trained.metrics,
                  device=next(trained.model.parameters()).device, stopped=trained.state.stop)
+
+
+def tune(data: str | Path, *, out: str | Path, trials: int, storage: str | None = None,
+         search_space: str | Path | None = None, study: str | None = None, timeout: float | None = None,
+         config: str | Path | None = None, progress: bool = False, **options):
+    """Search hyperparameters as ``rationale tune --data DATA --out OUT --trials N`` does, with
+    ``options`` of ``rationale train`` fixed for every trial (the same names, with underscores:
+    ``extractor="hardkuma", budget=0.2, epochs=10``); ``progress`` prints a line per finished
+    trial. Returns the finished search (:class:`rationale_cli.tuning.job.Tuned`): its
+    ``leaderboard``, ``best`` trial and ``best_run``, a run directory that :func:`load` opens.
+    Needs Optuna (``pip install 'rationale-cli[tune]'``)."""
+    from rich.console import Console
+
+    from rationale_cli.tuning.job import tune as tune_study
+
+    console = Console(stderr=True, markup=False) if progress else None
+    return tune_study(Path(out), {**options, "data": str(data)}, trials=trials, storage=storage,
+                      search_space=None if search_space is None else Path(search_space), study=study,
+                      timeout=timeout, config=None if config is None else Path(config),
+                      report=(lambda line: console.print(line, highlight=False)) if console else None)

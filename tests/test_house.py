@@ -15,8 +15,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("rationale_cli", "models")
 # rationale_cli's floors, from the ground up (docs/architecture.md); a module imports its own
 # floor and those below only
-FLOORS = ["runtime", "data", "metrics", "runs", "evaluation", "training", "output", "annotation", "api", "cli",
-          "__init__", "__main__"]
+FLOORS = ["runtime", "data", "metrics", "runs", "evaluation", "training", "tuning", "output", "annotation", "api",
+          "cli", "__init__", "__main__"]
 DECODE_STATE = {"test_rate", "test_threshold", "test_coherence"}
 
 

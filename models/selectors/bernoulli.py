@@ -48,6 +48,7 @@ from models.lagrangian import EqualityMultiplier, RateOptions
 from models.budget import Budget
 from models.options import OptionError, option
 from models.ranks import mean_over_ranks
+from models.search import OneOf
 from models.selection import Selection, Selector, selected_share
 from models.selectors.dependent import DependentScan
 
@@ -116,6 +117,12 @@ class BernoulliOptions(RateOptions):
     exact_penalty: bool = option(True, "differentiate the sparsity and coherence costs' expectations instead "
                                  "of sampling them through REINFORCE: exactly for the independent selector; for "
                                  "the dependent one, each token's expectation given the sampled tokens before it")
+
+    # the search (models.search): Bastings et al. (2019), appendix B.1, after Lei et al. (2016),
+    # took the cost per selected token lambda1 from {2, 3, 4} x 1e-4 and the coherence cost as
+    # 2 x lambda1; with the rate held by the multiplier ({lagrangian}) the coherence cost is
+    # searched over those three values, and the samples of the baseline (ours: 2, 4 or 8)
+    search_space = (OneOf("coherence", (4e-4, 6e-4, 8e-4)), OneOf("samples", (2, 4, 8)))
 
     def costs(self) -> tuple[float, float]:
         """The cost per selected token and per transition, defaults resolved."""

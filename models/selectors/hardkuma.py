@@ -34,6 +34,7 @@ from models.distributions.hardkuma import A_MIN, A_MAX, EPS, HIGH, LOW, HardKuma
 from models.lagrangian import EqualityMultiplier, LagrangeMultiplier, RateOptions
 from models.native.hardkuma_scan import compiled
 from models.options import OptionError, option
+from models.search import OneOf
 from models.selection import Selection, Selector, selected_share
 from models.selectors.dependent import DependentScan
 
@@ -69,6 +70,11 @@ class HardKumaOptions(RateOptions):
                                        high=1.0, default_text="no limit")
     coherence: float | None = option(None, "fixed weight on the expected transitions per document, instead "
                                      "of a {transitions} target (the paper used 1e-4 to 4e-4)", low=0.0)
+
+    # the search (models.search): Bastings et al. (2019), appendix B.1, chose the fused-lasso
+    # (coherence) weight from {1, 2, 3, 4} x 1e-4, the rate held at the budget by the multiplier;
+    # section 6.1 compares the dependent selector with the independent one
+    search_space = (OneOf("coherence", (1e-4, 2e-4, 3e-4, 4e-4)), OneOf("dependent", (True, False)))
 
     def check(self) -> None:
         if self.transitions is not None and self.coherence is not None:

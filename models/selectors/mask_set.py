@@ -27,6 +27,7 @@ from torch import Tensor, nn
 
 from models.budget import Budget
 from models.options import Options, option
+from models.search import OneOf
 from models.selection import Selection, Selector
 
 
@@ -36,6 +37,11 @@ class MaskSetOptions(Options):
     pairwise: bool = option(False, "a learned coherence score for adjacent selected tokens")
     coherence: float | None = option(None, "cost per 0/1 transition between adjacent tokens, subtracted "
                                      "from every mask's score (fewer, longer spans)", low=0.0, default_text="0")
+
+    # the search (models.search): no paper gives one; with or without the learned pairwise score.
+    # The transition cost is not searched: with a cap and no rate held, validation loss would
+    # prefer the cost that selects the most tokens
+    search_space = (OneOf("pairwise", (False, True)),)
 
 
 class MaskSetSelector(Selector):

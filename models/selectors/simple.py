@@ -18,6 +18,7 @@ from torch import Tensor, nn
 from models.budget import Budget
 from models.distributions.ksubset import KSubset, simple_estimator
 from models.options import Options, option
+from models.search import OneOf
 from models.selection import Selection, Selector, selected_share
 
 
@@ -31,6 +32,9 @@ class KSubsetOptions(Options):
 @dataclass(frozen=True)
 class SimpleOptions(KSubsetOptions):
     kl_weight: float = option(0.0, "weight of KL(p(z | k) || uniform) in the loss", low=0.0)
+
+    # the search (models.search): no paper gives one for this weight; ours, from none up
+    search_space = (OneOf("kl_weight", (0.0, 1e-3, 1e-2, 1e-1)),)
 
 
 class SimpleSelector(Selector):

@@ -41,6 +41,10 @@ class SparseAttentionOptions(Options):
     lam: float | None = option(None, "fusion strength of fusedmax / oscarmax", low=0.0,
                                default_text="0.1 for fusedmax, 0.01 for oscarmax")
 
+    # the search (models.search): none of its own. gamma and the fusion strength set how much is
+    # selected, and no rate is held, so validation loss would choose the densest attention
+    search_space = ()
+
     def check(self) -> None:
         if self.lam is not None and self.attention == "sparsemax":
             raise OptionError("lam", self.lam, "{attention} fusedmax or oscarmax beside it (sparsemax fuses nothing)")

@@ -21,6 +21,7 @@ from torch import Tensor, nn
 
 from models.distributions.chain_ksubset import ChainKSubset
 from models.options import option
+from models.search import Searched
 from models.selection import Selection, Selector
 from models.selectors.simple import KSubsetOptions
 
@@ -34,6 +35,11 @@ def gumbel_like(x: Tensor) -> Tensor:
 class TopKOptions(KSubsetOptions):
     tau: float = option(1.0, "temperature of the relaxation", above=0.0)
     straight_through: bool = option(False, "hard sample forward, relaxed gradient")
+
+    # the search (models.search): Paulus et al. (2020), appendix D.6, sampled the temperature
+    # uniformly from [0.1, 2] (their learning-rate and weight-decay grids are the training
+    # options' space, rationale_cli.runs.config.TrainConfig)
+    search_space = (Searched("tau", 0.1, 2.0),)
 
 
 class TopKSelector(Selector):

@@ -1,4 +1,4 @@
-"""The ``rationale`` command: train, predict, merge, vectors, explain, evaluate, score, report, demo.
+"""The ``rationale`` command: train, tune, predict, merge, vectors, explain, evaluate, score, report, demo.
 
 Thin by design, one module per command: each parses its options, calls library
 functions and prints with rich. Progress and logs go to stderr, data to stdout or
@@ -11,6 +11,7 @@ from __future__ import annotations
 from rationale_cli.cli._util import app
 # each command module registers its command on ``app``, in the order --help lists them
 from rationale_cli.cli.train import train
+from rationale_cli.cli.tune import tune
 from rationale_cli.cli.predict import predict
 from rationale_cli.cli.merge import merge
 from rationale_cli.cli.vectors import vectors
@@ -20,7 +21,7 @@ from rationale_cli.cli.score import score
 from rationale_cli.cli.demo import DEMO_SETTINGS, demo
 from rationale_cli.cli.report import report
 
-__all__ = ["app", "main", "DEMO_SETTINGS", "train", "predict", "merge", "vectors", "explain", "evaluate", "score",
+__all__ = ["app", "main", "DEMO_SETTINGS", "train", "tune", "predict", "merge", "vectors", "explain", "evaluate", "score",
            "demo", "report"]
 
 

@@ -7,10 +7,9 @@ from typing import Optional
 
 import typer
 
-from rationale_cli.cli._decoding import COHERENCE_HELP
+from rationale_cli.cli._util import (ASPECT_HELP, COHERENCE_HELP, DEVICE_HELP, FORMAT_HELP, RUN_HELP, Command, app,
+                                     check_at_least, friendly, load_for_inference, stderr, stdout)
 from rationale_cli.runs.inference import asked_decoding
-from rationale_cli.cli._util import (ASPECT_HELP, DEVICE_HELP, FORMAT_HELP, RUN_HELP, Command, app, check_at_least,
-                                     friendly, load_for_inference, stderr, stdout)
 from rationale_cli.runtime.atomic import writable_target
 
 

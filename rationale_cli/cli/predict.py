@@ -9,10 +9,10 @@ import typer
 from rich.text import Text
 
 from rationale_cli.annotation.engine import UNKNOWN_WARNING, WINDOW
-from rationale_cli.cli._decoding import COHERENCE_HELP, RATE_HELP, RATE_OVER_HELP, check_rate_over, parse_decoding
-from rationale_cli.cli._util import (ASPECT_HELP, BATCH_HELP, DEVICE_HELP, FORMAT_HELP, RUN_HELP, SPLIT_HELP, Command,
-                                     app, check_at_least, friendly, load_for_inference, progress_reporter,
-                                     signal_name, stderr)
+from rationale_cli.cli._util import (ASPECT_HELP, BATCH_HELP, COHERENCE_HELP, DEVICE_HELP, FORMAT_HELP, RATE_HELP,
+                                     RATE_OVER_HELP, RUN_HELP, SPLIT_HELP, Command, app, check_at_least,
+                                     check_rate_over, friendly, load_for_inference, parse_decoding,
+                                     progress_reporter, signal_name, stderr)
 from rationale_cli.runs.inference import asked_decoding
 from rationale_cli.runtime.errors import UserError
 

@@ -1,4 +1,4 @@
-"""``rationale report``: one HTML page on training runs (:func:`rationale_cli.output.run_report.write_report`)."""
+"""``rationale report``: one HTML page on training runs and studies (:func:`rationale_cli.output.run_report.write_report`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from rationale_cli.cli._util import (ASPECT_HELP, BATCH_HELP, DEVICE_HELP, FORMA
 @app.command(cls=Command)
 @friendly
 def report(
-    runs: list[Path] = typer.Argument(..., help="Run directories from `rationale train`."),
+    runs: list[Path] = typer.Argument(..., help="Run directories from `rationale train`, or study folders from "
+                                      "`rationale tune`."),
     out: Path = typer.Option(..., "--out", "-o", help="The HTML page to write."),
     png: Optional[Path] = typer.Option(None, help="Also write the plots as PNG files into this folder."),
     data: Optional[str] = typer.Option(None, help="Documents with gold rationales for the precision curve and "
@@ -28,7 +29,9 @@ def report(
 ):
     """Write one HTML page on training runs: training curves, precision by rationale size, metrics, examples.
 
-    Every run's documents are the test split of its own data unless --data is given.
+    Every run's documents are the test split of its own data unless --data is given. A study
+    folder of `rationale tune` shows the study (validation loss and rate per trial, the
+    parameters' effect) and its best trial as a run.
     """
     from rationale_cli.output.run_report import write_report
 

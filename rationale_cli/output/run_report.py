@@ -1,6 +1,7 @@
 """The report on training runs: one HTML page with each run's training curves, the
 precision of its rationales by their size against gold, its configuration and
-metrics, and example documents highlighted.
+metrics, and example documents highlighted; for a study folder of ``rationale tune``, the
+study (:mod:`rationale_cli.output.study_report`) and its best trial's run.
 
 The precision curve ranks each document's tokens by the run's selection scores
 and keeps the top share ``s`` of them (``round(s * n)`` tokens, at least one, as a
@@ -26,8 +27,10 @@ from rationale_cli.runs.inference import Output, run_model
 from rationale_cli.metrics.scores import RationaleScores
 from rationale_cli.output.plots import Curve, Panel, Series, precision_size_figure, save_png, svg, training_figure
 from rationale_cli.output.render import document_item, escape, html_document, html_legend, html_page, html_summary
+from rationale_cli.output.study_report import study_figure, study_section
 from rationale_cli.runs.run_directory import Run, read_json
 from rationale_cli.training.trainer import training_data
+from rationale_cli.tuning.leaderboard import is_study, read_leaderboard
 from rationale_cli.runtime.atomic import writable_target, write_text_atomic
 
 SHARES = tuple(i / 100 for i in range(1, 61))
@@ -268,9 +271,10 @@ def write_pngs(found: dict[str, Plot], folder: Path) -> None:
 # page
 
 
-def page(summaries: Sequence[RunSummary], found: dict[str, Plot], *, title: str = "Training report") -> str:
-    """The whole report as one self-contained HTML page."""
-    body = [_run_list(summaries), _size_section(summaries, found.get(SIZE_PLOT))]
+def page(summaries: Sequence[RunSummary], found: dict[str, Plot], *, title: str = "Training report",
+         studies: Sequence[str] = ()) -> str:
+    """The whole report as one self-contained HTML page (``studies``: their sections, first)."""
+    body = [*studies, _run_list(summaries), _size_section(summaries, found.get(SIZE_PLOT))]
     first = 0
     for s in summaries:
         body.append(_run_section(s, found.get(f"curves-{s.slug}"), first))
@@ -338,7 +342,11 @@ def write_report(runs: Sequence[Path], out: Path, *, png: Path | None = None, da
             png.mkdir(parents=True, exist_ok=True)
         except OSError as err:
             raise UserError(f"{png}: cannot create the PNG folder ({err.strerror})") from None
-    names = labels(runs)
+    boards = [read_leaderboard(path) for path in runs if is_study(path)]
+    best = [(Path(b.best.run), f"{b.study}: best, trial {b.best.number}") for b in boards
+            if b.best is not None and b.best.run and Path(b.best.run).is_dir()]
+    runs = [path for path in runs if not is_study(path)] + [path for path, _ in best]
+    names = labels(runs)[:len(runs) - len(best)] + [label for _, label in best]
     summaries = []
     for run, name, slug in zip(runs, names, slugs(names)):
         dev = resolve_device(device)
@@ -346,7 +354,12 @@ def write_report(runs: Sequence[Path], out: Path, *, png: Path | None = None, da
         summaries.append(summarize(loaded, name, slug, data=data, fmt=format, aspect=aspect, examples=examples,
                                    batch_size=batch_size, device=dev, progress=progress))
     found = plots(summaries)
-    write_text_atomic(out, page(summaries, found))
+    sections = []
+    for board, slug in zip(boards, slugs([board.study for board in boards])):
+        plot = found[f"study-{slug}"] = Plot(study_figure(board), {"id": f"study-{slug}", "data-plot": "study"},
+                                             f"study-{slug}.png")
+        sections.append(study_section(board, svg(plot.figure, plot.attributes), slug))
+    write_text_atomic(out, page(summaries, found, studies=sections))
     if png is not None:
         write_pngs(found, png)
     return len(found)

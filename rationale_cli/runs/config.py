@@ -16,10 +16,11 @@ import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from models.architectures import ARCHITECTURES
 from models.options import OptionError, Options, Spec, option, specs
+from models.search import OneOf, Searched
 from models.selectors import SELECTORS, all_option_specs, selector_class
 from rationale_cli.runtime.devices import DEVICE_NAME
 from rationale_cli.runtime.errors import UserError
@@ -92,6 +93,20 @@ class TrainConfig:
     seed: int = option(0, "Random seed.", low=0)
     device: str = option("auto", "auto, cpu, cuda or cuda:N.")
     options: Options | None = None  # the extractor's own, declared by its selector
+
+    # the training options' search space (models.search), shared by every extractor beside its
+    # own: the learning rate and weight decay of Paulus et al. (2020), appendix D.6 (learning
+    # rates from {1, 3, 5, 10, 30, 50, 100} x 1e-4, weight decay from {0, 1, 10, 100} x 1e-6),
+    # the dropout of Bastings et al. (2019), appendix B (0.1 to 0.5 over their tasks), the sizes
+    # of their encoders (Bastings's 200, Paulus's 100 filters, and a smaller one), and batches
+    # around the 64 measured best here
+    search_space: ClassVar[tuple] = (
+        Searched("lr", 1e-4, 1e-2, log=True),
+        OneOf("weight_decay", (0.0, 1e-6, 1e-5, 1e-4)),
+        Searched("dropout", 0.0, 0.5),
+        OneOf("hidden_size", (50, 100, 200)),
+        OneOf("batch_size", (32, 64, 128)),
+    )
 
     def __post_init__(self) -> None:
         cls = selector_class(self.extractor)

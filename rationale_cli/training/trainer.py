@@ -200,15 +200,18 @@ def train_run(
 
 
 def train_config(config: TrainConfig, out: Path | None = None, console: Console | None = None, *,
-                 force: bool = False, resume: bool = False, verbose: bool = False, selector=None) -> Trained:
-    """Read the data ``config`` names and train (:func:`train_run`); a run directory ``out``
-    is written holding its lock (by rank 0 of a distributed run), and never over a
+                 force: bool = False, resume: bool = False, verbose: bool = False, selector=None,
+                 callbacks: Sequence[Callback] = (), data: tuple[list[Record], list[Record]] | None = None) -> Trained:
+    """Read the data ``config`` names (or take ``data``, the training and validation documents
+    read already) and train (:func:`train_run`, with ``callbacks`` beside the run's own); a run
+    directory ``out`` is written holding its lock (by rank 0 of a distributed run), and never over a
     trained run without ``force``, nor into a folder that holds anything but a run of ours (the
     user's own files stay: with ``force`` only the run's files are written there)."""
     from rationale_cli.runtime.lock import run_lock
 
+    extra = dict(verbose=verbose, selector=selector, callbacks=callbacks)
     if out is None:
-        return train_run(config, *training_data(config), None, console, verbose=verbose, selector=selector)
+        return train_run(config, *(data or training_data(config)), None, console, **extra)
     if out.exists() and not out.is_dir():
         raise UserError(f"{out}: is a file; --out names the run directory to create")
     with run_lock(out) if rank() == 0 else contextlib.nullcontext():  # a failure removes folders it made
@@ -219,5 +222,4 @@ def train_config(config: TrainConfig, out: Path | None = None, console: Console 
             shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
             raise UserError(f"{out}: holds files that are not a run's ({shown}); choose a new or empty folder "
                             "for --out, or pass --force to write the run's files beside them")
-        return train_run(config, *training_data(config), out, console, resume=resume, verbose=verbose,
-                         selector=selector)
+        return train_run(config, *(data or training_data(config)), out, console, resume=resume, **extra)
