@@ -392,6 +392,13 @@ def write_report() -> None:
                    f"{r['threads']} x {r.get('workers', 1)}",
                    "" if r.get("selected") is None else f"{100 * r['selected']:.1f}%",
                    f"{r['docs_per_s']:,.0f}", f"{r['peak_mb']:,.0f}"]))
+    out.append(timing_section(
+        prose, rows, "train_speed",
+        ["extractor", "commit", "reviews", "s / epoch", "reviews / s", "x baseline", "peak GB"],
+        lambda r: [r["extractor"], r["commit"] + (f" (against {r['baseline']})" if r.get("baseline") else ""),
+                   f"{r['reviews']:,}", " / ".join(f"{s:.1f}" for s in r["epoch_seconds"]),
+                   f"{r['reviews_per_second']:.1f}", f"{r['speedup']:.2f}" if r.get("speedup") else "-",
+                   f"{r['peak_gb']:.2f}"]))
     out.append(eraser_section(prose, rows))
     # each section ends in a blank line; the file in one newline
     REPORT.write_text("".join(out).rstrip("\n") + "\n")
