@@ -19,7 +19,7 @@ NAME = "rcnn_steps"
 def _steps():
     lib = library(NAME)
     return (declared(lib, "rcnn_forward_step", *[INT] * 6, *[POINTER] * 8),
-            declared(lib, "rcnn_backward_step", *[INT] * 5, *[POINTER] * 14))
+            declared(lib, "rcnn_backward_step", *[INT] * 5, *[POINTER] * 15))
 
 
 def compiled(*tensors: Tensor) -> bool:
@@ -57,11 +57,11 @@ def rcnn_backward(gout: Tensor, P: Tensor, M: Tensor, U: Tensor, b: Tensor, out:
     gP = torch.empty_like(P)
     gM = torch.empty_like(M)
     Ut_T = U.transpose(1, 2)
+    gA = P.new_empty(D, T, B, H)
     gh, gc1, gc2, gb = (P.new_zeros(D, B, H) for _ in range(4))
-    addresses = pointers(P, M, b, out, c1s, c2s, rs, gout, gh, gc1, gc2, gb, gP, gM)
+    addresses = pointers(P, M, b, out, c1s, c2s, rs, gout, gh, gc1, gc2, gb, gP, gM, gA)
     for t in range(T - 1, -1, -1):
         backward_step(D, T, B, H, t, *addresses)
-        gh.baddbmm_(gP[:, t, :, :H], Ut_T)
-    gU = torch.bmm(out[:, :-1].reshape(D, (T - 1) * B, H).transpose(1, 2),
-                   gP[:, 1:, :, :H].reshape(D, (T - 1) * B, H))
+        gh.baddbmm_(gA[:, t], Ut_T)
+    gU = torch.bmm(out[:, :-1].reshape(D, (T - 1) * B, H).transpose(1, 2), gA[:, 1:].reshape(D, (T - 1) * B, H))
     return gP, gM, gU, gb.sum(1)

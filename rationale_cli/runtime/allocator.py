@@ -4,7 +4,8 @@ Running a model frees and allocates tensors of a few to some tens of MB every ba
 glibc's defaults give such blocks back to the kernel when they are freed (``mmap`` above
 a threshold that adapts to the sizes seen, the heap's top trimmed beyond twice that), so
 the next batch faults the same pages in again; on the 2-core machine of
-``benchmarks/RESULTS.md`` that was a third of the time of annotating with a CNN model.
+``benchmarks/RESULTS.md`` that was a third of the time of annotating with a CNN model, and
+of a training step of the RCNN HardKuma model (``train`` and ``predict`` both set it).
 :func:`keep_freed_memory` fixes both thresholds (32 MB, glibc's largest ``mmap``
 threshold, and 256 MB kept at the heap's top), so blocks below 32 MB are reused from the
 heap. Batches are capped in padded tokens (:func:`rationale_cli.data.batching.capped_batches`),

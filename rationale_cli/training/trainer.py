@@ -18,6 +18,7 @@ from rich.console import Console
 
 from rationale_cli.data import sources
 from rationale_cli.data.batching import model_tokens
+from rationale_cli.runtime.allocator import keep_freed_memory
 from rationale_cli.training.callbacks import ConsoleReport, RunDirectory, TimeLimit
 from rationale_cli.training.checkpoint import RESUME, data_fingerprint, load_checkpoint
 from rationale_cli.training.endings import chance, ending_warnings
@@ -209,6 +210,7 @@ def train_config(config: TrainConfig, out: Path | None = None, console: Console 
     user's own files stay: with ``force`` only the run's files are written there)."""
     from rationale_cli.runtime.lock import run_lock
 
+    keep_freed_memory()  # each step frees and allocates the same large tensors again
     extra = dict(verbose=verbose, selector=selector, callbacks=callbacks)
     if out is None:
         return train_run(config, *(data or training_data(config)), None, console, **extra)
