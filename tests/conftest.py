@@ -12,3 +12,9 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 def method(request):
     """Both k-subset programs: the sequential one (CPUs) and the log-depth tree (GPUs)."""
     return request.param
+
+
+def pytest_collection_modifyitems(config, items):
+    """The slow tier's training runs first when both tiers run in one session (CI), so that the
+    workers end together rather than one finishing a long run alone."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
