@@ -140,3 +140,18 @@ def test_a_compiler_that_fails_leaves_no_library(monkeypatch, tmp_path):
         assert native.library("rcnn_steps") is None
     finally:
         native.library.cache_clear()
+
+
+def test_a_library_is_built_and_loaded_only_in_a_folder_no_one_else_can_write(monkeypatch, tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    monkeypatch.setattr(native, "_folders", lambda: [shared])
+    native.library.cache_clear()
+    try:
+        assert native.library("rcnn_steps") is None and not list(shared.iterdir())
+        shared.chmod(0o700)
+        native.library.cache_clear()
+        assert native.library("rcnn_steps") is not None and len(list(shared.glob("rcnn_steps-*.so"))) == 1
+    finally:
+        native.library.cache_clear()

@@ -51,6 +51,13 @@ def _folders() -> list[Path]:
     return [Path(cache) / "rationale-cli", Path(tempfile.gettempdir()) / f"rationale-cli-{os.getuid()}"]
 
 
+def _own(folder: Path) -> bool:
+    """Whether only this user can write into ``folder`` (a library is never loaded from a folder,
+    such as one in a shared temporary folder, where someone else could have put it)."""
+    info = folder.stat()
+    return info.st_uid == os.getuid() and not info.st_mode & 0o022
+
+
 @functools.cache
 def library(name: str) -> ctypes.CDLL | None:
     """The compiled ``name.c`` of this folder, built once per source, compiler and CPU; None
@@ -65,8 +72,10 @@ def library(name: str) -> ctypes.CDLL | None:
     for folder in _folders():
         target = folder / f"{name}-{key}.so"
         try:
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if not _own(folder):
+                continue
             if not target.is_file():
-                folder.mkdir(parents=True, exist_ok=True)
                 partial = folder / f".{target.name}.{os.getpid()}"
                 subprocess.run([compiler, *FLAGS, str(source), "-o", str(partial), "-lm"], check=True,
                                capture_output=True, timeout=120)
