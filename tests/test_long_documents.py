@@ -121,7 +121,10 @@ def test_sigterm_stops_predict_within_seconds_in_a_long_document(tmp_path):
     process = subprocess.Popen([sys.executable, "-m", "rationale_cli", "predict", str(run), str(source), "--out",
                                 str(out), "--window", "2", "--threads", "1"], cwd=ROOT, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
-    time.sleep(6)
+    deadline = time.monotonic() + 120
+    while not partial_path(out).exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)  # the partial output is opened once the signal handlers are in place
+    time.sleep(2)  # in the middle of a batch
     assert process.poll() is None, "finished before it could be stopped"
     process.send_signal(signal.SIGTERM)
     signalled = time.monotonic()
