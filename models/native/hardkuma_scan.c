@@ -29,6 +29,41 @@ static inline float clampf(float x, float lo, float hi) { return x < lo ? lo : (
 
 static inline float log1mexp(float x) { return x > -0.69314718f ? logf(-expm1f(x)) : log1pf(-expf(x)); }
 
+/* theta_t = steps[t, :2] + h_{t-1} head_s */
+static inline void theta_of(int64_t Z, const float *s, const float *h, const float *head_s, float *th) {
+    th[0] = s[0];
+    th[1] = s[1];
+    for (int64_t i = 0; i < Z; i++) {
+        th[0] += h[i] * head_s[2 * i];
+        th[1] += h[i] * head_s[2 * i + 1];
+    }
+}
+
+/* The gated cell step from (h, c1, c2) into (hn, c1n, c2n), which may be the same arrays (each
+ * index is read before it is written); the gates into lam when it is given. */
+static inline void cell_step(int64_t Z, const float *s, float zt, float m, const float *cell_z, const float *W,
+                             const float *bias_l, const float *bias, const float *h, const float *c1,
+                             const float *c2, float *hn, float *c1n, float *c2n, float *lam) {
+    float A[Z > 0 ? Z : 1];
+    for (int64_t j = 0; j < Z; j++) A[j] = s[2 + j] + zt * cell_z[j] + bias_l[j];
+    for (int64_t i = 0; i < Z; i++) {
+        const float hi = h[i];
+        for (int64_t j = 0; j < Z; j++) A[j] += hi * W[i * Z + j];
+    }
+    for (int64_t j = 0; j < Z; j++) {
+        const float l = 1.0f / (1.0f + expf(-A[j]));
+        const float p1 = s[2 + Z + j] + zt * cell_z[Z + j];
+        const float q = c1[j] + s[2 + 2 * Z + j] + zt * cell_z[2 * Z + j];
+        const float n1 = p1 + l * (c1[j] - p1);
+        const float n2 = q + l * (c2[j] - q);
+        const float nh = tanhf(n2 + bias[j]);
+        if (lam) lam[j] = l;
+        c1n[j] = c1[j] + m * (n1 - c1[j]);
+        c2n[j] = c2[j] + m * (n2 - c2[j]);
+        hn[j] = h[j] + m * (nh - h[j]);
+    }
+}
+
 void hardkuma_forward(int64_t B, int64_t T, int64_t Z, float low, float high, float a_min, float a_max,
                       const float *steps, const float *head_s, const float *cell_z, const float *W,
                       const float *bias_l, const float *bias, const float *mask, const float *u,
@@ -44,36 +79,14 @@ void hardkuma_forward(int64_t B, int64_t T, int64_t Z, float low, float high, fl
             const float *c2 = t > 0 ? c2s + (bt - 1) * Z : zero;
             const float *s = steps + bt * G;
             const float m = mask[bt];
-            float th0 = s[0], th1 = s[1];
-            for (int64_t i = 0; i < Z; i++) {
-                th0 += h[i] * head_s[2 * i];
-                th1 += h[i] * head_s[2 * i + 1];
-            }
-            theta[2 * bt] = th0;
-            theta[2 * bt + 1] = th1;
-            const float a = clampf(softplus(th0), a_min, a_max), bb = clampf(softplus(th1), a_min, a_max);
+            float *th = theta + 2 * bt;
+            theta_of(Z, s, h, head_s, th);
+            const float a = clampf(softplus(th[0]), a_min, a_max), bb = clampf(softplus(th[1]), a_min, a_max);
             const float k = expf(log1mexp(log1pf(-u[bt]) / bb) / a);
             const float zt = clampf(low + (high - low) * k, 0.0f, 1.0f) * m;
             z[bt] = zt;
-            float A[Z > 0 ? Z : 1];
-            for (int64_t j = 0; j < Z; j++) A[j] = s[2 + j] + zt * cell_z[j] + bias_l[j];
-            for (int64_t i = 0; i < Z; i++) {
-                const float hi = h[i];
-                for (int64_t j = 0; j < Z; j++) A[j] += hi * W[i * Z + j];
-            }
-            float *hn = hs + bt * Z, *c1n = c1s + bt * Z, *c2n = c2s + bt * Z, *lam = lams + bt * Z;
-            for (int64_t j = 0; j < Z; j++) {
-                const float l = 1.0f / (1.0f + expf(-A[j]));
-                const float p1 = s[2 + Z + j] + zt * cell_z[Z + j];
-                const float q = c1[j] + s[2 + 2 * Z + j] + zt * cell_z[2 * Z + j];
-                const float n1 = p1 + l * (c1[j] - p1);
-                const float n2 = q + l * (c2[j] - q);
-                const float nh = tanhf(n2 + bias[j]);
-                lam[j] = l;
-                c1n[j] = c1[j] + m * (n1 - c1[j]);
-                c2n[j] = c2[j] + m * (n2 - c2[j]);
-                hn[j] = h[j] + m * (nh - h[j]);
-            }
+            cell_step(Z, s, zt, m, cell_z, W, bias_l, bias, h, c1, c2, hs + bt * Z, c1s + bt * Z, c2s + bt * Z,
+                      lams + bt * Z);
         }
     }
 }
@@ -171,19 +184,16 @@ void hardkuma_decode(int64_t B, int64_t T, int64_t Z, float low, float high, flo
                      const float *steps, const float *head_s, const float *cell_z, const float *W,
                      const float *bias_l, const float *bias, const float *mask, float *z, float *p_nonzero) {
     const int64_t G = 2 + 3 * Z;
-    float h[Z > 0 ? Z : 1], c1[Z > 0 ? Z : 1], c2[Z > 0 ? Z : 1], A[Z > 0 ? Z : 1];
+    float h[Z > 0 ? Z : 1], c1[Z > 0 ? Z : 1], c2[Z > 0 ? Z : 1];
     for (int64_t b = 0; b < B; b++) {
         for (int64_t j = 0; j < Z; j++) h[j] = c1[j] = c2[j] = 0.0f;
         for (int64_t t = 0; t < T; t++) {
             const int64_t bt = b * T + t;
             const float *s = steps + bt * G;
             const float m = mask[bt];
-            float th0 = s[0], th1 = s[1];
-            for (int64_t i = 0; i < Z; i++) {
-                th0 += h[i] * head_s[2 * i];
-                th1 += h[i] * head_s[2 * i + 1];
-            }
-            const float a = clampf(softplus(th0), a_min, a_max), bb = clampf(softplus(th1), a_min, a_max);
+            float th[2];
+            theta_of(Z, s, h, head_s, th);
+            const float a = clampf(softplus(th[0]), a_min, a_max), bb = clampf(softplus(th[1]), a_min, a_max);
             const float log_nonzero = bb * log1mexp(a * log_k01[0]);
             const float p0 = expf(log1mexp(log_nonzero)), nonzero = expf(log_nonzero);
             const float p1 = expf(bb * log1mexp(a * log_k01[1]));
@@ -199,20 +209,7 @@ void hardkuma_decode(int64_t B, int64_t T, int64_t Z, float low, float high, flo
             zt *= m;
             z[bt] = zt;
             p_nonzero[bt] = nonzero;
-            for (int64_t j = 0; j < Z; j++) A[j] = s[2 + j] + zt * cell_z[j] + bias_l[j];
-            for (int64_t i = 0; i < Z; i++)
-                for (int64_t j = 0; j < Z; j++) A[j] += h[i] * W[i * Z + j];
-            for (int64_t j = 0; j < Z; j++) {
-                const float l = 1.0f / (1.0f + expf(-A[j]));
-                const float p1j = s[2 + Z + j] + zt * cell_z[Z + j];
-                const float q = c1[j] + s[2 + 2 * Z + j] + zt * cell_z[2 * Z + j];
-                const float n1 = p1j + l * (c1[j] - p1j);
-                const float n2 = q + l * (c2[j] - q);
-                const float nh = tanhf(n2 + bias[j]);
-                c1[j] += m * (n1 - c1[j]);
-                c2[j] += m * (n2 - c2[j]);
-                h[j] += m * (nh - h[j]);
-            }
+            cell_step(Z, s, zt, m, cell_z, W, bias_l, bias, h, c1, c2, h, c1, c2, 0);
         }
     }
 }
