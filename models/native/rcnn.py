@@ -1,5 +1,5 @@
 """The bigram RCNN's time loop with each step's elementwise work in one compiled pass
-(``rcnn_steps.c``): one ``baddbmm`` and one C call per step, forward and backward, instead
+(``rcnn_steps.c``): one ``bmm`` and one C call per step (the products' operands contiguous), forward and backward, instead
 of the ten and twenty-five PyTorch operations of :mod:`models.encoders.recurrence`, whose
 math and layout it shares (tested against its loops and the autograd reference)."""
 
@@ -18,8 +18,8 @@ NAME = "rcnn_steps"
 @functools.cache
 def _steps():
     lib = library(NAME)
-    return (declared(lib, "rcnn_forward_step", *[INT] * 6, *[POINTER] * 8),
-            declared(lib, "rcnn_backward_step", *[INT] * 5, *[POINTER] * 15))
+    return (declared(lib, "rcnn_forward_step", *[INT] * 6, *[POINTER] * 9),
+            declared(lib, "rcnn_backward_step", *[INT] * 5, *[POINTER] * 16))
 
 
 def compiled(*tensors: Tensor) -> bool:
@@ -37,13 +37,11 @@ def rcnn_forward(P: Tensor, M: Tensor, U: Tensor, b: Tensor, store: bool):
     slots = T if store else 2  # without the backward, the steps before the last are not kept
     out = P.new_empty(D, T, B, H)
     c1s, c2s, rs = (P.new_empty(D, slots, B, H) for _ in range(3))
-    a = P.new_empty(D, B, H)
-    addresses = pointers(a, P, M, b, out, c1s, c2s, rs)
+    a, h = P.new_empty(D, B, H), P.new_empty(D, B, H)  # h U, and h again for it (contiguous operands)
+    addresses = pointers(a, P, M, b, out, c1s, c2s, rs, h)
     for t in range(T):
-        if t == 0:
-            torch.neg(P[:, 0, :, :H], out=a)
-        else:
-            torch.baddbmm(P[:, t, :, :H], out[:, t - 1], U, beta=-1, alpha=-1, out=a)
+        if t > 0:
+            torch.bmm(h, U, out=a)
         forward_step(D, T, B, H, slots, t, *addresses)
     return out, c1s, c2s, rs
 
@@ -57,11 +55,11 @@ def rcnn_backward(gout: Tensor, P: Tensor, M: Tensor, U: Tensor, b: Tensor, out:
     gP = torch.empty_like(P)
     gM = torch.empty_like(M)
     Ut_T = U.transpose(1, 2)
-    gA = P.new_empty(D, T, B, H)
+    gA, gA_t = P.new_empty(D, T, B, H), P.new_empty(D, B, H)
     gh, gc1, gc2, gb = (P.new_zeros(D, B, H) for _ in range(4))
-    addresses = pointers(P, M, b, out, c1s, c2s, rs, gout, gh, gc1, gc2, gb, gP, gM, gA)
+    addresses = pointers(P, M, b, out, c1s, c2s, rs, gout, gh, gc1, gc2, gb, gP, gM, gA, gA_t)
     for t in range(T - 1, -1, -1):
         backward_step(D, T, B, H, t, *addresses)
-        gh.baddbmm_(gA[:, t], Ut_T)
+        gh.baddbmm_(gA_t, Ut_T)
     gU = torch.bmm(out[:, :-1].reshape(D, (T - 1) * B, H).transpose(1, 2), gA[:, 1:].reshape(D, (T - 1) * B, H))
     return gP, gM, gU, gb.sum(1)

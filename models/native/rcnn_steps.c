@@ -3,12 +3,13 @@
  * products stay in PyTorch). The math and the layout are those of
  * models/encoders/recurrence.py (its _rcnn_forward and _rcnn_backward):
  *
- *   a = -(W^l x_t + b^l + h_{t-1} U)       (given: one baddbmm before the call)
- *   r = sigmoid(a) = 1 - lambda_t
+ *   a = h_{t-1} U                          (given: one bmm before the call)
+ *   r = sigmoid(-(W^l x_t + b^l + a)) = 1 - lambda_t
  *   d1 = r (W1 x_t - c1),  d2 = r (c1 + W2 x_t - c2),  u = tanh(c2 + d2 + b)
  *   c1 <- c1 + m d1,  c2 <- c2 + m d2,  h <- h + m (u - h)
  *
- * Shapes (float32, contiguous): P [D,T,B,3H], M [D,T,B], bias [D,H], out [D,T,B,H];
+ * Shapes (float32, contiguous): P [D,T,B,3H], M [D,T,B], bias [D,H], out [D,T,B,H], and h
+ * [D,B,H], the last step's state again, contiguous for the next product (as are a and gA_t);
  * the step buffers c1s, c2s, rs are [D,S,B,H] with step t in slot t % S (S = T when the
  * backward needs every step, 2 otherwise). exp is a Cephes-style polynomial (about 1 ulp)
  * that the compiler vectorizes; tanh(x) = 2 sigmoid(2x) - 1. */
@@ -37,7 +38,7 @@ static inline float tanh_(float x) { return 2.0f * sigmoid(2.0f * x) - 1.0f; }
 
 void rcnn_forward_step(int64_t D, int64_t T, int64_t B, int64_t H, int64_t S, int64_t t,
                        const float *a, const float *P, const float *M, const float *bias,
-                       float *out, float *c1s, float *c2s, float *rs) {
+                       float *out, float *c1s, float *c2s, float *rs, float *hlast) {
     for (int64_t d = 0; d < D; d++) {
         for (int64_t b = 0; b < B; b++) {
             const float m = M[(d * T + t) * B + b];
@@ -47,20 +48,20 @@ void rcnn_forward_step(int64_t D, int64_t T, int64_t B, int64_t H, int64_t S, in
             const int64_t now = ((d * S + t % S) * B + b) * H;
             const int64_t before = ((d * S + (t + S - 1) % S) * B + b) * H;
             const float *h0 = t > 0 ? out + ((d * T + t - 1) * B + b) * H : 0;
-            float *h = out + ((d * T + t) * B + b) * H;
+            float *h = out + ((d * T + t) * B + b) * H, *hl = hlast + (d * B + b) * H;
             float *c1 = c1s + now, *c2 = c2s + now, *rr = rs + now;
             const float *c10 = c1s + before, *c20 = c2s + before;
 #pragma omp simd
             for (int64_t j = 0; j < H; j++) {
                 const float c1p = t > 0 ? c10[j] : 0.0f, c2p = t > 0 ? c20[j] : 0.0f;
                 const float hp = t > 0 ? h0[j] : 0.0f;
-                const float r = sigmoid(ar[j]);
+                const float r = sigmoid(-(p[j] + (t > 0 ? ar[j] : 0.0f)));
                 const float d1 = r * (p[H + j] - c1p);
                 const float d2 = r * (c1p + p[2 * H + j] - c2p);
                 const float u = tanh_(c2p + d2 + bb[j]);
                 c1[j] = c1p + m * d1;
                 c2[j] = c2p + m * d2;
-                h[j] = hp + m * (u - hp);
+                h[j] = hl[j] = hp + m * (u - hp);
                 rr[j] = r;
             }
         }
@@ -69,12 +70,14 @@ void rcnn_forward_step(int64_t D, int64_t T, int64_t B, int64_t H, int64_t S, in
 
 /* One reverse step. gh, gc1, gc2, gb [D,B,H] carry the gradients from the later steps (gb
  * sums the tanh argument's over steps); gout is the loss's gradient of out. Writes gP[:, t],
- * gM[:, t] ([D,T,B]) and gA[:, t] ([D,T,B,H], the gate's part of gP again, contiguous for the
- * products with U) and leaves gh times (1 - m), to which the caller adds gA[:, t] U^T. */
+ * gM[:, t] ([D,T,B]), gA[:, t] ([D,T,B,H], the gate's part of gP again, contiguous for the
+ * product with U) and gAt ([D,B,H], the same step's, contiguous for the next step's), and
+ * leaves gh times (1 - m), to which the caller adds gAt U^T. */
 void rcnn_backward_step(int64_t D, int64_t T, int64_t B, int64_t H, int64_t t,
                         const float *P, const float *M, const float *bias, const float *out,
                         const float *c1s, const float *c2s, const float *rs, const float *gout,
-                        float *gh, float *gc1, float *gc2, float *gb, float *gP, float *gM, float *gA) {
+                        float *gh, float *gc1, float *gc2, float *gb, float *gP, float *gM, float *gA,
+                        float *gAt) {
     for (int64_t d = 0; d < D; d++) {
         for (int64_t b = 0; b < B; b++) {
             const float m = M[(d * T + t) * B + b];
@@ -85,7 +88,7 @@ void rcnn_backward_step(int64_t D, int64_t T, int64_t B, int64_t H, int64_t t,
             float *gp = gP + ((d * T + t) * B + b) * 3 * H;
             const float *bb = bias + d * H;
             const float *r_ = rs + now, *go = gout + now;
-            float *ga = gA + now;
+            float *ga = gA + now, *gat = gAt + row;
             float *gh_ = gh + row, *gc1_ = gc1 + row, *gc2_ = gc2 + row, *gb_ = gb + row;
             float gm = 0.0f;
 #pragma omp simd reduction(+ : gm)
@@ -102,7 +105,7 @@ void rcnn_backward_step(int64_t D, int64_t T, int64_t B, int64_t H, int64_t t,
                 const float gd1 = m * gc1_[j];
                 const float gd2 = gs + m * gc2_[j];
                 const float gp1 = gd1 * r, gp2 = gd2 * r;
-                gp[j] = ga[j] = (gd1 * e1 + gd2 * e2) * r * (r - 1.0f);
+                gp[j] = ga[j] = gat[j] = (gd1 * e1 + gd2 * e2) * r * (r - 1.0f);
                 gp[H + j] = gp1;
                 gp[2 * H + j] = gp2;
                 gb_[j] += gs;
