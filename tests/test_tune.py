@@ -25,7 +25,7 @@ from rationale_cli.runtime.signals import Stopped
 from rationale_cli.tuning import objective as objective_module
 from rationale_cli.tuning.job import plan_study, tune
 from rationale_cli.tuning.leaderboard import TrialResult, choose, ranked, read_leaderboard
-from rationale_cli.tuning.space import search_space, without_conflicts
+from rationale_cli.tuning.space import search_space
 from rationale_cli.tuning.storage import NEEDS_OPTUNA
 
 ROOT = Path(__file__).resolve().parent.parent
