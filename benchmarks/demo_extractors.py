@@ -8,6 +8,11 @@ extractor table), evaluates on the demo's test split and appends one row per ext
 to results.jsonl (``benchmark: demo_budget``); RESULTS.md is then regenerated.
 
     python benchmarks/demo_extractors.py [--extractors hardkuma simple] [--epochs 12] [--seed 0] [-- TRAIN OPTIONS]
+    python benchmarks/demo_extractors.py --defaults [--extractors ...] [--seed 0]
+
+With ``--defaults`` each extractor trains with nothing but ``--data demo --extractor X``
+(its own defaults: encoder, budget, epochs, learning rate), as a new user would, and the rows
+are ``benchmark: demo_defaults``.
 
 Options after ``--`` go to every ``rationale train`` (e.g. ``-- --gamma 4`` for
 sparse-attention, whose support grows with gamma).
@@ -40,27 +45,30 @@ def main() -> None:
     parser.add_argument("--budget", default="0.2")
     parser.add_argument("--epochs", type=int, default=12)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--defaults", action="store_true", help="each extractor's own defaults, nothing else")
     parser.add_argument("train_args", nargs=argparse.REMAINDER, help="after --: extra options for `rationale train`")
     args = parser.parse_args()
     extra = [a for a in args.train_args if a != "--"]
     commit = git_commit()
     runs = Path(tempfile.mkdtemp(prefix="demo-extractors-"))
     for extractor in args.extractors:
-        budget = ["--budget", args.budget] if "budget" in option_specs(extractor) else []
+        budget = ["--budget", args.budget] if "budget" in option_specs(extractor) and not args.defaults else []
+        own = [] if args.defaults else ["--encoder", "rcnn", *budget, *OWN.get(extractor, []), *SIZES,
+                                        "--epochs", str(args.epochs)]
         run = runs / extractor
-        train_cmd, seconds = rationale("train", "--data", "demo", "--out", str(run), "--extractor", extractor,
-                                       "--encoder", "rcnn", *budget, *OWN.get(extractor, []), *SIZES,
-                                       "--epochs", str(args.epochs), "--seed", str(args.seed), "--device", "cpu",
-                                       *extra)
+        train_cmd, seconds = rationale("train", "--data", "demo", "--out", str(run), "--extractor", extractor, *own,
+                                       "--seed", str(args.seed), "--device", "cpu", *extra)
+        config = json.loads((run / "config.json").read_text()) if (run / "config.json").exists() else {}
         metrics = run / "test.json"
         eval_cmd, _ = rationale("evaluate", str(run), "demo", "--json", str(metrics), "--device", "cpu")
         test = json.loads(metrics.read_text())
         append_result({
-            "benchmark": "demo_budget", "extractor": extractor, "budget": args.budget if budget else None,
-            "options": " ".join(OWN.get(extractor, []) + extra),
-            "epochs": args.epochs, "seed": args.seed, "precision": test["precision"], "recall": test["recall"],
+            "benchmark": "demo_defaults" if args.defaults else "demo_budget", "extractor": extractor,
+            "budget": args.budget if budget else config.get("budget"), "encoder": config.get("encoder"),
+            "options": " ".join(extra if args.defaults else OWN.get(extractor, []) + extra),
+            "epochs": config.get("epochs") if args.defaults else args.epochs, "seed": args.seed, "precision": test["precision"], "recall": test["recall"],
             "f1": test["f1"], "selection_rate": test["selection_rate"], "mse": test["mse"],
-            "transitions": test["transitions"], "train_seconds": round(seconds, 1),
+            "transitions": test["transitions"], "spans": test.get("spans"), "train_seconds": round(seconds, 1),
             "command": f"{train_cmd} && {eval_cmd}", "commit": commit,
         })
         print(f"{extractor}: precision {100 * test['precision']:.1f}, selected {100 * test['selection_rate']:.1f}%",

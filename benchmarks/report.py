@@ -357,6 +357,13 @@ def write_report() -> None:
                    f"{100 * r['recall']:.1f}", f"{100 * r['selection_rate']:.1f}", f"{r['transitions']:.1f}",
                    f"{r['mse']:.4f}", f"{r['train_seconds']:.0f}"]))
     out.append(timing_section(
+        prose, rows, "demo_defaults",
+        ["extractor", "encoder", "budget", "epochs", "precision %", "recall %", "selected %", "spans / doc",
+         "train s"],
+        lambda r: [r["extractor"], r.get("encoder") or "-", r["budget"] or "-", r["epochs"],
+                   f"{100 * r['precision']:.1f}", f"{100 * r['recall']:.1f}", f"{100 * r['selection_rate']:.1f}",
+                   f"{r['spans']:.1f}" if r.get("spans") is not None else "-", f"{r['train_seconds']:.0f}"]))
+    out.append(timing_section(
         prose, rows, "step_cost",
         ["variant", "encoder", "B x T", "device", "threads", "ms / step", "x full"],
         lambda r: [r["variant"], r["encoder"], f"{r['batch']} x {'/'.join(map(str, r.get('batches', [r['length']])))}",

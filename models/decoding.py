@@ -7,9 +7,10 @@ threshold, or with another transition cost.
   never a token scored 0 (outside a sparse support);
 - ``threshold``: each document keeps the tokens scored at least this (never 0); one threshold
   for a whole corpus holds a rate over the corpus (``rationale_cli.runs.inference.corpus_threshold``);
-- ``coherence``: the cost per 0/1 transition between adjacent tokens that a mask-set
-  selector subtracts from every mask's score (Lei et al.'s coherence inside the score,
-  :mod:`models.selectors.mask_set`); None keeps the trained one.
+- ``coherence``: the cost per 0/1 transition between adjacent tokens. A mask-set selector
+  subtracts it from every mask's score (Lei et al.'s coherence inside the score,
+  :mod:`models.selectors.mask_set`; None keeps the trained one); every other extractor keeps
+  the count its decoding chose per document and places it in runs (:mod:`models.coherent`).
 """
 
 from __future__ import annotations
@@ -36,9 +37,14 @@ class Decoding:
         if self.coherence is not None and self.coherence < 0:
             raise ValueError(f"coherence {self.coherence:g}: expected a number >= 0")
 
-    def selector_arguments(self) -> dict:
-        """What the selector's own decoding takes (:attr:`Selector.decode_settings`)."""
-        return {} if self.coherence is None else {"coherence": self.coherence}
+    def selector_arguments(self, taken: tuple[str, ...]) -> dict:
+        """The settings a selector's own decoding takes (its ``decode_settings``, ``taken``)."""
+        return {} if self.coherence is None or "coherence" not in taken else {"coherence": self.coherence}
+
+    def in_runs_after(self, taken: tuple[str, ...]) -> bool:
+        """Whether the decoded rationale is placed in runs afterwards (a transition cost the
+        selector's decoding does not take, ``taken`` its ``decode_settings``)."""
+        return self.coherence is not None and "coherence" not in taken
 
     def to_json(self) -> dict:
         """The settings that differ from the extractor's own decoding, JSON-ready."""

@@ -16,6 +16,7 @@ from torch import Tensor, nn
 
 from models.architectures import build_architecture
 from models.budget import top_k_mask
+from models.coherent import in_runs
 from models.decoding import OWN, Decoding
 from models.encoders.base import TokenRows
 from models.selection import Selection, Selector
@@ -110,18 +111,17 @@ class RationaleModel(nn.Module):
                decoding: Decoding = OWN) -> tuple[Tensor, Tensor, Tensor]:
         """Test-time rationale ``z [B, T]``, per-token scores ``[B, T]`` and outputs ``[B, outputs]``,
         decoded as ``decoding`` says (:mod:`models.decoding`; by default the extractor's own way)."""
-        settings = decoding.selector_arguments()
-        unknown = sorted(set(settings) - set(self.selector.decode_settings))
-        if unknown:
-            raise ValueError(f"{type(self.selector).__name__} decodes without a {unknown[0]} setting")
+        taken = self.selector.decode_settings
         emb = self.embed(ids)
         states = self.states(emb, mask, ids)
         selectable = mask if visible is None else mask - visible
-        z, scores = self.selector.decode_with_scores(states, selectable, **settings)
+        z, scores = self.selector.decode_with_scores(states, selectable, **decoding.selector_arguments(taken))
         if decoding.rate is not None:  # never a token scored 0 (outside a sparse support)
             z = top_k_mask(scores, selectable, decoding.rate.tokens(selectable)) * (scores > 0)
         elif decoding.threshold is not None:
             z = ((scores >= decoding.threshold) & (scores > 0)).to(scores.dtype)
+        if decoding.in_runs_after(taken):
+            z = in_runs(z, scores, selectable, decoding.coherence)
         z, scores = z * selectable, scores * selectable
         read = z if visible is None else z + visible
         return z, scores, self.predict_masked(emb, mask, read.unsqueeze(1), ids)[:, 0]

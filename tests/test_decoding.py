@@ -39,9 +39,21 @@ def test_decoding_settings_are_checked():
         Decoding(rate=0.2, threshold=0.5)
     with pytest.raises(ValueError, match=">= 0"):
         Decoding(coherence=-1.0)
-    model = RationaleModel(30, 8, 8, 1, encoder="cnn", extractor="hardkuma").eval()
-    with pytest.raises(ValueError, match="without a coherence setting"):
-        model.decode(torch.randint(2, 30, (1, 5)), torch.ones(1, 5), decoding=Decoding(coherence=1.0))
+
+
+@pytest.mark.parametrize("extractor", ["hardkuma", "bernoulli", "simple", "attention"])
+def test_a_transition_cost_places_each_documents_count_in_runs(extractor):
+    torch.manual_seed(0)
+    model = RationaleModel(30, 8, 8, 1, encoder="cnn", extractor=extractor).eval()
+    ids, mask = torch.randint(2, 30, (6, 40)), torch.ones(6, 40)
+    mask[2, 25:] = 0
+    runs = lambda z: int(((z[:, 1:] > 0) & (z[:, :-1] == 0)).sum() + (z[:, 0] > 0).sum())  # noqa: E731
+    own, _, _ = model.decode(ids, mask, decoding=Decoding(rate=0.3))
+    placed, _, _ = model.decode(ids, mask, decoding=Decoding(rate=0.3, coherence=1.0))
+    assert torch.equal(placed.sum(-1), (own > 0).float().sum(-1)) and placed[2, 25:].sum() == 0
+    assert runs(placed) < runs(own)
+    free, _, _ = model.decode(ids, mask, decoding=Decoding(rate=0.3, coherence=0.0))
+    assert torch.equal(free, (own > 0).float())  # no cost: the same best-scored tokens
 
 
 def test_the_python_api_takes_a_decoding_and_keeps_none(run_dir):

@@ -123,7 +123,7 @@ def test_predict_holds_a_share_over_the_whole_input_in_every_worker(attention_ru
     assert (tmp_path / "workers-1.jsonl").read_text() == outputs["1"]
 
 
-def test_evaluate_predict_and_explain_decode_a_mask_set_run_with_a_transition_cost(tmp_path):
+def test_evaluate_predict_and_explain_decode_with_a_transition_cost(tmp_path):
     runner = CliRunner()
     small = ["--epochs", "1", "--encoder", "cnn", "--embedding-dim", "8", "--hidden-size", "8"]
     run = tmp_path / "run"
@@ -167,5 +167,10 @@ def test_evaluate_predict_and_explain_decode_a_mask_set_run_with_a_transition_co
     assert result.exit_code == 2 and "expected a number >= 0" in result.output
     other = tmp_path / "hardkuma"
     assert runner.invoke(app, ["train", "--data", "demo", "--out", str(other), *small]).exit_code == 0
-    result = runner.invoke(app, ["evaluate", str(other), "demo", "--coherence", "0.5"])
-    assert result.exit_code == 2 and "applies to sparsemap and topk-sparsemax runs" in result.output
+    placed = {}
+    for name, extra in (("own", []), ("costly", ["--coherence", "0.5"])):  # any extractor: its count, in runs
+        result = runner.invoke(app, ["evaluate", str(other), "demo", *extra, "--json", str(tmp_path / f"{name}.json")])
+        assert result.exit_code == 0, result.output
+        placed[name] = json.loads((tmp_path / f"{name}.json").read_text())
+    assert placed["costly"]["selection_rate"] == pytest.approx(placed["own"]["selection_rate"])
+    assert placed["costly"]["spans"] < placed["own"]["spans"]

@@ -190,7 +190,7 @@ def shown_value(key: str, value) -> str:
         return value
     if key == "test_threshold":
         return f"{value:.4g}"
-    if key in ("transitions",):
+    if key in ("transitions", "spans"):
         return f"{value:.2f}"
     return f"{100 * value:.1f}%"
 
@@ -203,7 +203,7 @@ def metrics_table(metrics: dict) -> Table:
     table.add_column("chance", justify="right", style="dim")
     order = ["mse", "mae", "accuracy", "macro_f1", "test_rate", "test_rate_over", "test_threshold", "test_coherence",
              "selection_rate", "precision", "recall", "f1",
-             "precision_macro", "recall_macro", "f1_macro", "transitions", "documents", "documents_with_gold"]
+             "precision_macro", "recall_macro", "f1_macro", "transitions", "spans", "documents", "documents_with_gold"]
     for key in order:
         if key in metrics:
             chance = CHANCE.get(key)
@@ -270,9 +270,10 @@ RATE_OVER_HELP = ("With --rate: document (each document at that size) or corpus 
                   "scores above it).")
 
 
-COHERENCE_HELP = ("Decode with this cost per 0/1 transition between adjacent tokens, subtracted from every "
-                  "mask's score: fewer, longer spans (sparsemap and topk-sparsemax; default: the run's own "
-                  "--coherence).")
+COHERENCE_HELP = ("Decode with this cost per 0/1 transition between adjacent tokens: fewer, longer spans. "
+                  "sparsemap and topk-sparsemax subtract it from every mask's score (default: the run's own "
+                  "--coherence); every other extractor keeps as many tokens per document as it chose and "
+                  "places them where their scores minus the cost are highest (scores are in [0, 1]; try 0.1-1).")
 
 
 def check_rate_over(rate: Optional[str], rate_over: str) -> None:

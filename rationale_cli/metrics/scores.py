@@ -53,7 +53,7 @@ def document_scores(selected: Sequence[int | bool], gold: Sequence[int] | None) 
     ``selected`` and ``gold`` hold one entry per token (nonzero = in the set).
     Returns ``tokens``, ``selected`` (count), ``gold`` (count or None),
     ``overlap`` (selected and gold, or None), ``transitions`` (number of
-    0/1 switches, sum of |z_i - z_{i-1}|), and ``precision``, ``recall``,
+    0/1 switches, sum of |z_i - z_{i-1}|), ``spans`` (maximal runs of selected tokens), and ``precision``, ``recall``,
     ``f1``. Precision is None when nothing is selected, recall None when
     the gold is empty, and all three None without gold. F1 is the Dice
     score ``2|S & G| / (|S| + |G|)``: equal to the harmonic mean where both are
@@ -65,6 +65,7 @@ def document_scores(selected: Sequence[int | bool], gold: Sequence[int] | None) 
         "tokens": int(sel.size),
         "selected": n_sel,
         "transitions": int(np.count_nonzero(sel[1:] != sel[:-1])) if sel.size > 1 else 0,
+        "spans": int(np.count_nonzero(sel[1:] & ~sel[:-1])) + int(sel[0]) if sel.size else 0,
         "gold": None,
         "overlap": None,
         "precision": None,
@@ -117,6 +118,9 @@ class RationaleScores:
         mean over all documents of the number of 0/1 switches inside a document
         (sum of |z_i - z_{i-1}| for i >= 1), the quantity Bastings et al.
         penalize to get contiguous rationales.
+    ``spans``
+        mean over all documents of the number of maximal runs of selected tokens
+        (what span-level scores such as ERASER's IOU F1 match against gold spans).
     ``documents``, ``documents_with_gold``
         counts; a document whose gold is empty (annotated, nothing marked) counts for
         precision but not in ``documents_with_gold``.
@@ -131,6 +135,7 @@ class RationaleScores:
         self.tokens = 0
         self.selected = 0
         self.transitions = 0
+        self.spans = 0
         self.gold_selected = 0  # selected tokens in documents with gold
         self.gold_tokens = 0
         self.tokens_with_gold = 0  # all tokens of documents with gold
@@ -150,6 +155,7 @@ class RationaleScores:
         self.tokens += doc["tokens"]
         self.selected += doc["selected"]
         self.transitions += doc["transitions"]
+        self.spans += doc["spans"]
         if gold is not None:
             self.documents_with_gold += doc["gold"] > 0
             self.tokens_with_gold += doc["tokens"]
@@ -174,6 +180,7 @@ class RationaleScores:
             "recall_macro": mean(self._recalls),
             "f1_macro": mean(self._f1s),
             "transitions": ratio(self.transitions, self.documents),
+            "spans": ratio(self.spans, self.documents),
             "documents": self.documents,
             "documents_with_gold": self.documents_with_gold,
         }

@@ -121,13 +121,9 @@ def evaluate(model, vocab, task, records, *, batch_size=64, device="cpu", decodi
 def asked_decoding(loaded, *, rate: str | None = None, coherence: float | None = None) -> Decoding:
     """The decoding a user asked of the run ``loaded`` (its ``config`` and ``model``): each
     document at ``rate`` (a share or a count, ``--rate``) and/or with ``coherence`` as the
-    transition cost of a mask-set extractor (``--coherence``); one error line otherwise."""
-    if coherence is not None:
-        if "coherence" not in loaded.model.selector.decode_settings:
-            raise UserError(f"--coherence {coherence}: decoding with a transition cost applies to sparsemap and "
-                            f"topk-sparsemax runs, not --extractor {loaded.config.extractor}")
-        if coherence < 0:
-            raise UserError(f"--coherence {coherence}: expected a number >= 0")
+    cost per transition (``--coherence``, :mod:`models.decoding`); one error line otherwise."""
+    if coherence is not None and coherence < 0:
+        raise UserError(f"--coherence {coherence}: expected a number >= 0")
     return Decoding(rate=None if rate is None else rate_budget(loaded.config, rate), coherence=coherence)
 
 
