@@ -13,6 +13,16 @@ scores) as well, and the largest difference from ``rationale score`` is recorded
 
 Each extractor appends one line to benchmarks/results.jsonl (``benchmark: eraser``);
 RESULTS.md is then regenerated.
+
+Test-time decoding chosen on validation: ``--decode-rate R`` holds each document's rationale at
+that share, and ``--coherence-grid C1 C2 ...`` decodes the validation split with each cost per
+transition (:mod:`models.coherent`: the same tokens per document, placed in runs) and keeps the
+one of lowest validation task loss for the test split, which is scored once. ``--full-text``
+also trains the full-text model (extractor ``full``) with the same encoder, vectors and options,
+the accuracy reference. Rows say what was chosen on validation (``chosen_on``).
+
+    python benchmarks/eraser.py --extractors hardkuma --full-text --decode-rate 0.2 \
+        --coherence-grid 0 0.1 0.3 1 --extractor-args '--coherence 0.002' -- --lr 0.001
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -97,6 +108,25 @@ def random_results(data: Path, out: Path, seed: int = 0) -> None:
     out.write_text("\n".join(lines) + "\n")
 
 
+def chosen_decoding(run: Path, data: Path, extractor: str, rate: str | None,
+                    costs: list[float] | None) -> tuple[list[str], dict | None]:
+    """The test-time decoding options (``--rate``, ``--coherence``) and, with a grid of costs, the
+    validation task loss of each (the lowest chosen; gold rationales play no part)."""
+    if extractor == "full":
+        return [], None
+    held = ["--rate", rate] if rate else []
+    if not costs:
+        return held, None
+    losses = {}
+    for cost in costs:
+        out = run / f"val.coherence-{cost:g}.json"
+        rationale("evaluate", str(run), str(data), "--split", "val", "--no-faithfulness", *held,
+                  "--coherence", f"{cost:g}", "--json", str(out))
+        losses[cost] = json.loads(out.read_text())["loss"]
+    best = min(costs, key=lambda cost: (losses[cost], cost))
+    return [*held, "--coherence", f"{best:g}"], {"coherence": best, "validation_loss": {f"{c:g}": losses[c] for c in costs}}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", default="../shared/data", help="folder holding eraser_movies/ and glove_6B_50d_subset/")
@@ -107,6 +137,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--official", type=Path, default=None, help="a checkout of jayded/eraserbenchmark")
     parser.add_argument("--runs", default=None, help="keep run directories here (default: a temporary folder)")
+    parser.add_argument("--full-text", action="store_true", help="also train the full-text model (extractor full)")
+    parser.add_argument("--extractor-args", default="", help="options for the extractors' runs only, not the "
+                        "full-text one (one string, e.g. '--coherence 0.002')")
+    parser.add_argument("--decode-rate", default=None, help="decode each document at this share (--rate)")
+    parser.add_argument("--coherence-grid", type=float, nargs="+", default=None, metavar="COST",
+                        help="decode validation with each cost per transition, test with the lowest validation loss")
     parser.add_argument("train_args", nargs=argparse.REMAINDER, help="after --: extra options for `rationale train`")
     args = parser.parse_args()
     extra = [a for a in args.train_args if a != "--"]
@@ -123,16 +159,19 @@ def main() -> None:
                                                    json.loads((runs / "random.score.json").read_text())["eraser"])
         checks["random_vs_official"] = {"max_abs_diff": worst, "values": count, "missing": missing}
         print(f"random predictions: {count} values, largest difference from the official scorer {worst:.2g}")
-    for extractor in args.extractors:
+    for extractor in (["full"] if args.full_text else []) + args.extractors:
         run = runs / extractor
         budget = ["--budget", args.budget] if "budget" in option_specs(extractor) else []
         train_cmd, seconds = rationale("train", "--data", str(data), "--out", str(run), "--force", "--extractor", extractor,
                                        "--encoder", args.encoder, "--embeddings", str(vectors), "--epochs", str(args.epochs),
-                                       "--seed", str(args.seed), *budget, *extra)
+                                       "--seed", str(args.seed), *budget, *extra,
+                                       *([] if extractor == "full" else shlex.split(args.extractor_args)))
+        decoding, validation = chosen_decoding(run, data, extractor, args.decode_rate, args.coherence_grid)
         results = run / "test.results.jsonl"
-        rationale("predict", str(run), str(data), "--output-format", "eraser", "--out", str(results), "--force")
+        rationale("predict", str(run), str(data), "--output-format", "eraser", "--out", str(results), "--force",
+                  *decoding)
         rationale("score", str(results), str(data), "--json", str(run / "score.json"))
-        rationale("evaluate", str(run), str(data), "--json", str(run / "evaluate.json"))
+        rationale("evaluate", str(run), str(data), "--json", str(run / "evaluate.json"), *decoding)
         scored = json.loads((run / "score.json").read_text())
         evaluated = json.loads((run / "evaluate.json").read_text())
         own = {"score_vs_evaluate": dict(zip(("max_abs_diff", "values", "missing"),
@@ -152,6 +191,8 @@ def main() -> None:
             "token_f1_micro": eraser["token_prf"]["instance_micro"]["f1"],
             "token_f1_macro": eraser["token_prf"]["instance_macro"]["f1"],
             "iou_f1_micro": eraser["iou_scores"][0]["micro"]["f1"], "iou_f1_macro": eraser["iou_scores"][0]["macro"]["f1"],
+            "spans": evaluated.get("spans"), "decoding": " ".join(decoding) or None, "validation": validation,
+            "chosen_on": "validation",
             "span_f1": eraser["rationale_prf"]["instance_micro"]["f1"],
             "auprc": eraser["token_soft_metrics"]["auprc"], "average_precision": eraser["token_soft_metrics"]["average_precision"],
             "roc_auc": eraser["token_soft_metrics"]["roc_auc_score"],

@@ -417,14 +417,22 @@ def eraser_section(prose: dict[str, Template], rows: list[dict]) -> str:
     if not chosen:
         return ""
 
-    def num(x):
-        return "-" if x is None else f"{x:.3f}"
+    def num(x, digits=3):
+        return "-" if x is None else f"{x:.{digits}f}"
+
+    def decoded(r):
+        """The test-time decoding, and the cost chosen on validation among those tried."""
+        chosen = r.get("validation") or {}
+        tried = ", ".join(chosen.get("validation_loss", {}))
+        return (r.get("decoding") or "own") + (f" (cost chosen on validation among {tried})" if tried else "")
     lines = []
     for r in chosen:
         lines.append(
-            f"| {r['extractor']} | {r['encoder']} | {r['budget'] or '-'} | {r['epochs']} | {pct(r['accuracy'])} "
-            f"({pct(r['majority_accuracy'])}) | {pct(r['selection_rate'])} | {pct(r['gold_share'])} "
-            f"| {pct(r['precision'])} | {num(r['token_f1_macro'])} | {num(r['iou_f1_macro'])} | {num(r['span_f1'])} "
+            f"| {r['extractor']} | {r['encoder']} | {r['budget'] or '-'} | {r['epochs']} | {decoded(r)} "
+            f"| {pct(r['accuracy'])} ({pct(r['majority_accuracy'])}) | {pct(r['selection_rate'])} "
+            f"| {num(r.get('spans'), 1)} | {pct(r['gold_share'])} | {pct(r['precision'])} "
+            f"| {num(r['token_f1_micro'])} / {num(r['token_f1_macro'])} "
+            f"| {num(r['iou_f1_micro'])} / {num(r['iou_f1_macro'])} | {num(r['span_f1'])} "
             f"| {num(r['auprc'])} | {num(r['average_precision'])} | {num(r['roc_auc'])} "
             f"| {num(r['comprehensiveness'])} | {num(r['sufficiency'])} | {num(r['comprehensiveness_aopc'])} "
             f"| {num(r['sufficiency_aopc'])} | {num(r['predictor_on_rationale'])} "
