@@ -47,6 +47,9 @@ from common import append_result, device_name, git_commit, invocation, rationale
 from cross_fit import cross_fit
 from report import write_report
 
+# the architectures of the papers' beer experiments (the toolkit's default is rcnn for every extractor)
+PAPER_ENCODERS = {"simple": "l2x", "topk": "sst-complex", "corr-topk": "sst-complex"}
+
 
 def write_jsonl(records, path: Path) -> None:
     with open(path, "w", encoding="utf-8") as handle:
@@ -115,7 +118,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", default="../shared/data", help="folder holding beer/ and glove_6B_50d_subset/")
     parser.add_argument("--extractor", default="full")
-    parser.add_argument("--encoder", default=None, help="architecture (default: the extractor's own)")
+    parser.add_argument("--encoder", default=None, help="architecture (default: the extractor's paper's, "
+                        "PAPER_ENCODERS, else rcnn)")
     parser.add_argument("--aspects", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--budget", "--selection", nargs="+", default=None,
@@ -168,7 +172,7 @@ def main() -> None:
     # runs with other options (or other vectors) apart
     options = hashlib.sha1(" ".join(extra + ([vectors] if args.embeddings else [])).encode()).hexdigest()[:8]
     data_suffix = "-pooled" if args.pooled else f"-n{args.train_size}" if args.train_size else ""
-    encoder = ["--encoder", args.encoder] if args.encoder else []
+    encoder = ["--encoder", args.encoder or PAPER_ENCODERS.get(args.extractor, "rcnn")]
     size = option_specs(args.extractor).get("budget")
     # a default rate for the extractors that hold or cap one (bernoulli only with --lagrangian)
     rated = size is not None and size.role != "exact size" and (size.requires is None or f"--{size.requires}" in extra)

@@ -63,7 +63,8 @@ class Selector(nn.Module):
     ``needs_states``: whether the model must run a selector encoder for it
     (``full`` does not). ``summary``: one line for whatever lists the extractors, naming
     options as placeholders (``{budget}``, :func:`models.options.spelled`);
-    ``default_encoder``: the architecture of the extractor's paper. ``decode_settings``: the
+    ``default_encoder``: the architecture its runs get without ``--encoder``, the one measured best
+    with its other defaults on the demo corpus (``benchmarks/demo_extractors.py --defaults``). ``decode_settings``: the
     test-time settings (:class:`models.decoding.Decoding` fields) its :meth:`decode_with_scores`
     takes as keywords.
     Subclasses implement :meth:`forward` (training, stochastic where the method

@@ -80,8 +80,8 @@ def test_embedding_states_summary_is_the_masked_max():
 
 
 def test_default_architecture_per_extractor():
-    assert TrainConfig(extractor="simple").encoder == "l2x"
-    assert TrainConfig(extractor="corr-topk").encoder == "sst-complex"
-    assert TrainConfig(extractor="topk").encoder == "sst-complex"
+    assert TrainConfig(extractor="simple").encoder == "rcnn"  # measured best on the demo, over the papers' own
+    assert TrainConfig(extractor="corr-topk").encoder == "rcnn"
+    assert TrainConfig(extractor="topk").encoder == "rcnn"
     assert TrainConfig(extractor="hardkuma").encoder == "rcnn"
     assert TrainConfig(extractor="simple", encoder="lstm").encoder == "lstm"

@@ -36,7 +36,7 @@ def test_command_line_wins_and_ints_become_floats(tmp_path):
 def test_extractor_defaults_apply_unless_given():
     bernoulli, hardkuma = resolve(None, {"extractor": "bernoulli"}), resolve(None, {"extractor": "hardkuma"})
     assert (bernoulli.options.lagrange_rho, bernoulli.encoder) == (20.0, "rcnn")
-    assert hardkuma.options.lagrange_rho == 1.0 and resolve(None, {"extractor": "simple"}).encoder == "l2x"
+    assert hardkuma.options.lagrange_rho == 1.0 and resolve(None, {"extractor": "simple"}).encoder == "rcnn"
     given = resolve(None, {"extractor": "bernoulli", "lagrangian": True, "lagrange_rho": 2})
     assert given.options.lagrange_rho == 2.0
     assert resolve(None, {}).extractor == "hardkuma"

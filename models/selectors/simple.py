@@ -42,7 +42,6 @@ class SimpleSelector(Selector):
     summary = ("SIMPLE (Ahmed et al. 2023): exactly {budget} tokens, an exact sample of the k-subset "
                "distribution in training with gradients through its exact marginals; test time takes "
                "the k highest-scoring tokens")
-    default_encoder = "l2x"
 
     def __init__(self, input_size: int, **options):
         super().__init__(**options)

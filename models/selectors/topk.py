@@ -47,7 +47,6 @@ class TopKSelector(Selector):
     summary = ("stochastic softmax trick (Paulus et al. 2020): Gumbel-perturbed token utilities, trained "
                "on the relaxed k-subset of {budget} tokens (temperature {tau}); test time takes the best "
                "k-subset of the unperturbed utilities")
-    default_encoder = "sst-complex"
     correlated = False
 
     def __init__(self, input_size: int, **options):
