@@ -41,11 +41,6 @@ class Decoding:
         """The settings a selector's own decoding takes (its ``decode_settings``, ``taken``)."""
         return {} if self.coherence is None or "coherence" not in taken else {"coherence": self.coherence}
 
-    def in_runs_after(self, taken: tuple[str, ...]) -> bool:
-        """Whether the decoded rationale is placed in runs afterwards (a transition cost the
-        selector's decoding does not take, ``taken`` its ``decode_settings``)."""
-        return self.coherence is not None and "coherence" not in taken
-
     def to_json(self) -> dict:
         """The settings that differ from the extractor's own decoding, JSON-ready."""
         return {**({"rate": str(self.rate)} if self.rate is not None else {}),

@@ -112,15 +112,17 @@ class RationaleModel(nn.Module):
         """Test-time rationale ``z [B, T]``, per-token scores ``[B, T]`` and outputs ``[B, outputs]``,
         decoded as ``decoding`` says (:mod:`models.decoding`; by default the extractor's own way)."""
         taken = self.selector.decode_settings
+        settings = decoding.selector_arguments(taken)
+        in_runs_after = decoding.coherence is not None and "coherence" not in taken  # models.coherent
         emb = self.embed(ids)
         states = self.states(emb, mask, ids)
         selectable = mask if visible is None else mask - visible
-        z, scores = self.selector.decode_with_scores(states, selectable, **decoding.selector_arguments(taken))
+        z, scores = self.selector.decode_with_scores(states, selectable, **settings)
         if decoding.rate is not None:  # never a token scored 0 (outside a sparse support)
             z = top_k_mask(scores, selectable, decoding.rate.tokens(selectable)) * (scores > 0)
         elif decoding.threshold is not None:
             z = ((scores >= decoding.threshold) & (scores > 0)).to(scores.dtype)
-        if decoding.in_runs_after(taken):
+        if in_runs_after:
             z = in_runs(z, scores, selectable, decoding.coherence)
         z, scores = z * selectable, scores * selectable
         read = z if visible is None else z + visible
