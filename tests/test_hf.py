@@ -82,6 +82,7 @@ def test_hf_on_both_sides_trains_saves_and_predicts_offline(demo, hf_run):
     assert before["rationale_text"].tolist() == after["rationale_text"].tolist()
     assert before["prediction"].tolist() == after["prediction"].tolist()
     assert json.loads((out / "config.json").read_text())["encoder"] == "hf"
+    assert "transformers" in json.loads((out / "versions.json").read_text())
 
 
 def test_an_hf_selector_feeds_a_cnn_predictor_and_the_reverse(tmp_path, demo, tiny):

@@ -35,6 +35,13 @@ def auto_classes():
     return AutoConfig, AutoModel, AutoTokenizer
 
 
+def transformers_version() -> str:
+    """The version of ``transformers``, for a run's ``versions.json``."""
+    import transformers
+
+    return transformers.__version__
+
+
 def check_source(source: str) -> None:
     """One error line for a local path that is not a folder (a hub name is left to the library)."""
     path = Path(source).expanduser()

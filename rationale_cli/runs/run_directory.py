@@ -23,7 +23,7 @@ from rationale_cli.runtime.atomic import atomic_path, write_text_atomic
 from rationale_cli.runs.config import FROM_RUN, TrainConfig, from_saved, located, paths_from_run
 from rationale_cli.runtime.errors import UserError
 from rationale_cli.runtime.safe_json import finite
-from rationale_cli.runs.pretrained import run_transformer, save_transformer
+from rationale_cli.runs.pretrained import run_transformer, save_transformer, transformers_version
 from rationale_cli.runs.task import Task, task_from_dict
 from rationale_cli.data.vocab import Vocab
 from models.encoders.hf import Pretrained
@@ -90,7 +90,8 @@ def save_run(out: Path, config: TrainConfig, vocab: Vocab, task: Task, processes
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise UserError(f"{out}: cannot create the run directory ({err.strerror})") from None
-    write_json(out / "versions.json", versions())  # first: it marks the folder as a run (is_run_directory)
+    used = {**versions(), **({"transformers": transformers_version()} if config.pretrained else {})}
+    write_json(out / "versions.json", used)  # first: it marks the folder as a run (is_run_directory)
     save_config(out, config, processes)
     vocab.save(out / "vocab.json")
     write_json(out / "task.json", task.to_dict())
