@@ -169,3 +169,20 @@ def test_a_text_longer_than_the_models_positions_is_cut_with_a_warning(demo, tin
     assert read.attention.sum(1).tolist() == [6, min(6, 2 + pieces)]
     states, _ = encoder(ids, (ids > 0).float())
     assert not states[0, 5].any() and states[0, 0].any()  # words past the cut get zero states
+
+
+def test_every_parameter_of_an_hf_model_gets_a_gradient(demo, tiny):
+    """Distributed training needs a gradient for every parameter: BERT's unused pooler is dropped."""
+    from rationale_cli.data.batching import make_batch
+    from rationale_cli.data.vocab import Vocab
+    from rationale_cli.runs.task import Regression
+    from rationale_cli.runs.pretrained import load_pretrained
+    from models.model import RationaleModel
+
+    vocab = Vocab.build([r.tokens for r in demo[0]])
+    model = RationaleModel(len(vocab), 8, 8, 1, encoder="hf", extractor="hardkuma",
+                           pretrained=load_pretrained(tiny, vocab.itos))
+    batch = make_batch(demo[0][:4], vocab, Regression())
+    selection, outputs = model(batch.ids, batch.mask)
+    (outputs.sum() + selection.penalty).backward()
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)

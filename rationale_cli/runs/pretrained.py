@@ -76,7 +76,8 @@ def load_pretrained(source: str | Path, words: Sequence[str], *, weights: bool =
                     flag: str = "--pretrained") -> Pretrained:
     """The transformer in ``source`` (a folder or hub name) for the vocabulary ``words``:
     its pretrained weights, or (``weights=False``: a run's, whose weights are in its
-    ``model.safetensors``) its configuration alone; one error line naming ``flag`` when it
+    ``model.safetensors``) its configuration alone, without the pooling layer of BERT-like
+    models (unused: every parameter gets a gradient); one error line naming ``flag`` when it
     cannot be read."""
     AutoConfig, AutoModel, AutoTokenizer = auto_classes()
     source = str(source)
@@ -88,6 +89,8 @@ def load_pretrained(source: str | Path, words: Sequence[str], *, weights: bool =
     except (OSError, ValueError, KeyError, TypeError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise UserError(f"{flag} {source}: not a transformer with a tokenizer ({first})") from None
+    if getattr(model, "pooler", None) is not None:  # BERT's pooler: the encoder reads the states, not it
+        model.pooler = None
     prefix, suffix = specials(tokenizer)
     limits = [n for n in (getattr(model.config, "max_position_embeddings", None), tokenizer.model_max_length)
               if isinstance(n, int) and 0 < n < 1_000_000]
