@@ -8,6 +8,13 @@
   dropout and width-1 convolutions over the word embeddings (the selector's own
   linear maps), or first two convolutions of ``hidden`` filters of width 3 with ReLU.
 
+- ``hf``: a pretrained transformer on both sides (:mod:`models.encoders.hf`), from the
+  :class:`~models.encoders.hf.Pretrained` given; its width is the transformer's.
+
+The sides may differ (:func:`build_architecture` with ``selector`` or ``predictor``): each
+side one of :data:`SIDES`, e.g. a transformer selector feeding an RCNN predictor, and a linear
+output layer.
+
 The convolutional predictor of ``l2x`` and ``sst-*`` (D.6): two width-3 convolutions of
 ``hidden`` filters with ReLU over the masked embeddings, max-pooled, then dropout, a
 ``hidden``-unit ReLU layer and the output layer. The papers use 100 filters.
@@ -23,7 +30,12 @@ from typing import Callable
 
 from torch import nn
 
-from models.encoders import CNNEncoder, Encoder, L2XEncoder, build_encoder
+from models.encoders import ENCODERS, CNNEncoder, Encoder, L2XEncoder, build_encoder
+from models.encoders.hf import HFEncoder, Pretrained
+
+
+TRANSFORMER = "hf"  # the pretrained transformer: an architecture and a side of its own
+SIDES = (*ENCODERS, TRANSFORMER)  # what each side of a mixed pair may be
 
 
 @dataclass
@@ -31,6 +43,11 @@ class Architecture:
     selector_encoder: Encoder | None
     predictor_encoder: Encoder
     output: nn.Module
+
+    @property
+    def reads_vectors(self) -> bool:
+        """Whether an encoder reads word embeddings (not both transformers)."""
+        return not all(e is None or e.reads_ids for e in (self.selector_encoder, self.predictor_encoder))
 
 
 @dataclass(frozen=True)
@@ -78,12 +95,34 @@ ARCHITECTURES: dict[str, ArchitectureEntry] = {
 }
 
 
+def side(kind: str, input_size: int, hidden_size: int, dropout: float, pretrained: Pretrained | None) -> Encoder:
+    """One encoder of :data:`SIDES`; the transformer needs ``pretrained``."""
+    if kind != TRANSFORMER:
+        return build_encoder(kind, input_size, hidden_size, dropout=dropout)
+    if pretrained is None:
+        raise ValueError("the hf encoder needs a pretrained transformer")
+    return HFEncoder(pretrained)
+
+
 def build_architecture(name: str, input_size: int, hidden_size: int, outputs: int, *, dropout: float,
-                       needs_selector: bool) -> Architecture:
-    """The parts of :data:`ARCHITECTURES` ``name``; no selector encoder when ``needs_selector`` is false."""
-    if name not in ARCHITECTURES:
-        raise ValueError(f"unknown encoder {name!r}; expected one of {', '.join(ARCHITECTURES)}")
-    parts = ARCHITECTURES[name].build(input_size, hidden_size, outputs, dropout)
+                       needs_selector: bool, selector: str | None = None, predictor: str | None = None,
+                       pretrained: Pretrained | None = None) -> Architecture:
+    """The parts of :data:`ARCHITECTURES` ``name`` (or of the transformer, ``hf``, from
+    ``pretrained``); with ``selector`` or ``predictor``, that encoder of :data:`SIDES` on its
+    side (the other side ``name``'s encoder) and a linear output layer. No selector encoder
+    when ``needs_selector`` is false."""
+    if name not in ARCHITECTURES and name != TRANSFORMER:
+        raise ValueError(f"unknown encoder {name!r}; expected one of {', '.join((*ARCHITECTURES, TRANSFORMER))}")
+    if selector or predictor or name == TRANSFORMER:
+        kinds = (selector or name, predictor or name)
+        if any(kind not in SIDES for kind in kinds):
+            raise ValueError(f"selector and predictor encoders {' and '.join(kinds)}: each side is one of "
+                             f"{', '.join(SIDES)}")
+        first = side(kinds[0], input_size, hidden_size, dropout, pretrained) if needs_selector else None
+        second = side(kinds[1], input_size, hidden_size, dropout, pretrained)
+        parts = Architecture(first, second, nn.Sequential(nn.Dropout(dropout), nn.Linear(second.output_size, outputs)))
+    else:
+        parts = ARCHITECTURES[name].build(input_size, hidden_size, outputs, dropout)
     if not needs_selector:
         parts.selector_encoder = None
     return parts

@@ -3,8 +3,8 @@
 An embedding layer feeds a selector encoder whose states a :class:`Selector`
 turns into a weighted set of masks; a predictor encoder reads each masked
 input ``x * z`` (recurrent encoders skip tokens with ``z = 0``, convolutions
-read zeros there) and an output
-layer makes the prediction. The encoders and the output layer come from a named
+read zeros there; a transformer reads the words with ``z > 0`` alone, :mod:`models.encoders.hf`)
+and an output layer makes the prediction. The encoders and the output layer come from a named
 architecture (:mod:`models.architectures`). Every extractor plugs in through the Selection
 interface, so nothing here depends on which one is used.
 """
@@ -19,6 +19,7 @@ from models.budget import top_k_mask
 from models.coherent import in_runs
 from models.decoding import OWN, Decoding
 from models.encoders.base import TokenRows
+from models.encoders.hf import Pretrained
 from models.selection import Selection, Selector
 from models.selectors import build_selector, selector_class
 
@@ -37,15 +38,25 @@ class RationaleModel(nn.Module):
         dropout: float = 0.1,
         embeddings: Tensor | None = None,
         freeze_embeddings: bool = True,
+        selector_encoder: str | None = None,
+        predictor_encoder: str | None = None,
+        pretrained: Pretrained | None = None,
     ):
+        """``encoder`` names the architecture (:mod:`models.architectures`); ``selector_encoder``
+        or ``predictor_encoder`` another encoder on that side; ``pretrained`` the transformer
+        of an ``hf`` side. The word embeddings exist only when an encoder reads them."""
         super().__init__()
-        self.embed = nn.Embedding(vocab_size, embedding_dim, padding_idx=0)
-        if embeddings is not None:
-            self.embed.weight.data.copy_(embeddings)
-        self.embed.weight.requires_grad_(not freeze_embeddings)
         kind = selector_class(extractor) if isinstance(extractor, str) else extractor
         parts = build_architecture(encoder, embedding_dim, hidden_size, outputs, dropout=dropout,
-                                   needs_selector=kind.needs_states)
+                                   needs_selector=kind.needs_states, selector=selector_encoder,
+                                   predictor=predictor_encoder, pretrained=pretrained)
+        self.embed = nn.Embedding(vocab_size, embedding_dim, padding_idx=0) if parts.reads_vectors else None
+        if embeddings is not None:
+            if self.embed is None:
+                raise ValueError("word vectors are read by an rcnn, lstm or cnn side; both sides here are hf")
+            self.embed.weight.data.copy_(embeddings)
+        if self.embed is not None:
+            self.embed.weight.requires_grad_(not freeze_embeddings)
         self.selector_encoder = parts.selector_encoder
         states = self.selector_encoder.output_size if self.selector_encoder is not None else 0
         if isinstance(extractor, Selector):
@@ -57,17 +68,29 @@ class RationaleModel(nn.Module):
         self.predictor_encoder = parts.predictor_encoder
         self.output = parts.output
 
-    def states(self, emb: Tensor, mask: Tensor, ids: Tensor | None = None) -> Tensor | None:
-        """The selector encoder's states; ``ids`` (at inference) let it start from the words' products."""
+    def embedded(self, ids: Tensor) -> Tensor | None:
+        """The word embeddings of ``ids`` ``[B, T, D]``, None when no encoder reads them."""
+        return None if self.embed is None else self.embed(ids)
+
+    def predictor_parameters(self) -> list[nn.Parameter]:
+        """The predictor's parameters (its encoder and the output layer), for its own learning rate."""
+        return [*self.predictor_encoder.parameters(), *self.output.parameters()]
+
+    def states(self, emb: Tensor | None, mask: Tensor, ids: Tensor | None = None) -> Tensor | None:
+        """The selector encoder's states; ``ids`` (needed by a transformer) let a static encoder
+        start from the words' products at inference."""
         if self.selector_encoder is None:
             return None
-        tokens = None if ids is None else TokenRows(ids, self.embed.weight, torch.ones_like(mask))
+        if self.selector_encoder.reads_ids:
+            return self.selector_encoder(ids, mask)[0]
+        tokens = None if ids is None or self.training else TokenRows(ids, self.embed.weight, torch.ones_like(mask))
         return self.selector_encoder(emb, mask, tokens)[0]
 
     def predict_masked(self, emb: Tensor, mask: Tensor, masks: Tensor, ids: Tensor | None = None,
                        skip_zeros: bool = False) -> Tensor:
-        """Outputs ``[B, S, outputs]`` for masks ``[B, S, T]`` over embeddings ``[B, T, D]`` (of the
-        tokens ``ids``, when given with one mask each: the predictor may start from the words' products).
+        """Outputs ``[B, S, outputs]`` for masks ``[B, S, T]`` over embeddings ``[B, T, D]`` of the
+        tokens ``ids`` (which a transformer predictor reads; at inference, with one mask each, a
+        static predictor may start from the words' products).
         ``skip_zeros``: the masks' zeros need no gradient, so a recurrent predictor may run only
         the selected steps in training too (:attr:`Selection.skippable_zeros`)."""
         batch, samples, length = masks.shape
@@ -82,28 +105,36 @@ class RationaleModel(nn.Module):
         of the predictor's input dropout (:meth:`Encoder.gated`)."""
         padding = mask if rows is None else mask[rows]
         gate = masks * padding
+        if self.predictor_encoder.reads_ids:
+            return self.output(self.predictor_encoder(ids if rows is None else ids[rows], gate)[1])
         read = gate if self.predictor_encoder.skips_unselected else padding
-        tokens = TokenRows(ids, self.embed.weight, gate) if ids is not None and rows is None else None
+        tokens = TokenRows(ids, self.embed.weight, gate) if ids is not None and rows is None and not self.training \
+            else None
         return self.output(self.predictor_encoder.gated(emb, gate, read, rows, tokens, skip=skip_zeros))
 
-    def forward(self, ids: Tensor, mask: Tensor, visible: Tensor | None = None) -> tuple[Selection, Tensor]:
+    def forward(self, ids: Tensor, mask: Tensor, visible: Tensor | None = None,
+                full_text: bool = False) -> tuple[Selection, Tensor]:
         """Training pass: the selection and the predictor's outputs for each of its masks.
         ``visible`` ``[B, T]`` marks positions (a query after the document) that both
-        encoders read and the selector never selects."""
-        emb = self.embed(ids)
+        encoders read and the selector never selects. With ``full_text``, the outputs have one
+        more column, last: the predictor on the whole text (for full-text guidance)."""
+        emb = self.embedded(ids)
         selectable = mask if visible is None else mask - visible
-        selection = self.selector(self.states(emb, mask), selectable)
+        selection = self.selector(self.states(emb, mask, ids), selectable)
         masks = selection.masks if visible is None else selection.masks + visible.unsqueeze(1)
         weighted = selection.weights > 0
         if bool(weighted.all()):
-            return selection, self.predict_masked(emb, mask, masks, skip_zeros=selection.skippable_zeros)
-        # mask sets: supports of different sizes are padded with weight-0 masks, whose loss
-        # counts for nothing (sparsemax's and SparseMAP's derivatives ignore it); only the
-        # weighted masks are read
-        rows, slots = weighted.nonzero(as_tuple=True)
-        read = self.predict_gated(emb, mask, masks[rows, slots], rows, skip_zeros=selection.skippable_zeros)
-        outputs = read.new_zeros(*weighted.shape, read.shape[-1])
-        outputs[rows, slots] = read
+            outputs = self.predict_masked(emb, mask, masks, ids, skip_zeros=selection.skippable_zeros)
+        else:
+            # mask sets: supports of different sizes are padded with weight-0 masks, whose loss
+            # counts for nothing (sparsemax's and SparseMAP's derivatives ignore it); only the
+            # weighted masks are read
+            rows, slots = weighted.nonzero(as_tuple=True)
+            read = self.predict_gated(emb, mask, masks[rows, slots], rows, ids, skip_zeros=selection.skippable_zeros)
+            outputs = read.new_zeros(*weighted.shape, read.shape[-1])
+            outputs[rows, slots] = read
+        if full_text:
+            outputs = torch.cat((outputs, self.predict_masked(emb, mask, mask.unsqueeze(1), ids)), 1)
         return selection, outputs
 
     @torch.no_grad()
@@ -114,7 +145,7 @@ class RationaleModel(nn.Module):
         taken = self.selector.decode_settings
         settings = decoding.selector_arguments(taken)
         in_runs_after = decoding.coherence is not None and "coherence" not in taken  # models.coherent
-        emb = self.embed(ids)
+        emb = self.embedded(ids)
         states = self.states(emb, mask, ids)
         selectable = mask if visible is None else mask - visible
         z, scores = self.selector.decode_with_scores(states, selectable, **settings)

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from models.architectures import ARCHITECTURES, build_architecture
-from models.encoders import CNNEncoder, L2XEncoder
+from models.encoders import CNNEncoder, L2XEncoder, RCNNEncoder
 from models.model import RationaleModel
 from rationale_cli.runs.config import TrainConfig
 
@@ -53,8 +53,18 @@ def test_every_architecture_has_a_help_line_and_runs(name):
 
 
 def test_unknown_architecture_names_the_known_ones():
-    with pytest.raises(ValueError, match="expected one of rcnn, lstm, cnn, l2x, sst-simple, sst-complex$"):
+    with pytest.raises(ValueError, match="expected one of rcnn, lstm, cnn, l2x, sst-simple, sst-complex, hf$"):
         build_architecture("gru", 6, 8, 1, dropout=0.1, needs_selector=True)
+
+
+def test_the_two_sides_may_have_different_encoders():
+    parts = build_architecture("rcnn", 6, 8, 3, dropout=0.1, needs_selector=True, predictor="cnn")
+    assert isinstance(parts.selector_encoder, RCNNEncoder) and isinstance(parts.predictor_encoder, CNNEncoder)
+    assert parts.output[-1].in_features == 8 and parts.reads_vectors
+    with pytest.raises(ValueError, match="each side is one of rcnn, lstm, cnn, hf"):
+        build_architecture("l2x", 6, 8, 3, dropout=0.1, needs_selector=True, predictor="cnn")
+    with pytest.raises(ValueError, match="needs a pretrained transformer"):
+        build_architecture("cnn", 6, 8, 3, dropout=0.1, needs_selector=True, selector="hf")
 
 
 def test_l2x_global_branch_sees_only_real_tokens():

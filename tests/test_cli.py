@@ -205,6 +205,16 @@ def test_evaluate_reports_fractions_and_writes_json(run_dir, tmp_path):
     assert metrics["documents_with_gold"] == metrics["documents"] == 300
 
 
+def test_evaluate_runs_the_leakage_probe_when_asked(run_dir, tmp_path):
+    out = tmp_path / "metrics.json"
+    result = invoke("evaluate", run_dir, "demo", "--leakage-probe", "--no-faithfulness", "--json", out)
+    assert result.exit_code == 0, result.output
+    assert "leakage_mse" in result.output
+    metrics = json.loads(out.read_text())
+    assert 0.0 <= metrics["leakage_mse"] <= 1.0 and 0.0 < metrics["leakage_mse_of_mean"] <= 1.0
+    assert metrics["leakage_documents"] == 2000
+
+
 def test_explain_text_and_html(run_dir, tmp_path):
     result = invoke("explain", run_dir, "The color is a <b>hazy</b> gold & the head is thick.")
     assert result.exit_code == 0, result.output

@@ -21,10 +21,10 @@ class OneWord(torch.nn.Module):
         super().__init__()
         self.word = word
 
-    def embed(self, ids):
+    def embedded(self, ids):
         return ids.float().unsqueeze(-1)
 
-    def predict_masked(self, emb, mask, masks):
+    def predict_masked(self, emb, mask, masks, ids=None):
         read = ((emb[..., 0] == self.word).float() * mask).unsqueeze(1) * masks
         hit = read.sum(-1).clamp(max=1)
         return torch.stack([torch.zeros_like(hit), 4 * hit], -1)
@@ -33,7 +33,7 @@ class OneWord(torch.nn.Module):
         selectable = mask if visible is None else mask - visible
         z = (ids == self.word).float() * selectable
         read = z if visible is None else z + visible
-        return z, z, self.predict_masked(self.embed(ids), mask, read.unsqueeze(1))[:, 0]
+        return z, z, self.predict_masked(self.embedded(ids), mask, read.unsqueeze(1))[:, 0]
 
 
 def setup():

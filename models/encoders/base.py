@@ -77,10 +77,14 @@ class Encoder(nn.Module):
     the mask's zeros need no gradient, so an encoder that skips unselected steps may leave
     them out in training too (the others read every position and ignore it). ``dropped``: ``x``
     has had this encoder's input dropout already (:meth:`input_dropout`), e.g. drawn once per
-    document for all its masks, so the encoder does not draw it again."""
+    document for all its masks, so the encoder does not draw it again.
+
+    ``reads_ids``: the encoder reads word ids ``[B, T]`` in place of embeddings, and the gate
+    as its mask (the transformer encoder, :mod:`models.encoders.hf`, which embeds subwords)."""
 
     output_size: int
     skips_unselected: bool = True
+    reads_ids: bool = False
     dropout: nn.Dropout  # on the input, and wherever else the encoder says
 
     def forward(self, x: Tensor, mask: Tensor, tokens: TokenRows | None = None,

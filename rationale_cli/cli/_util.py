@@ -168,7 +168,8 @@ def progress_reporter(console: Console, total: int | None, doing: str = "predict
         yield lambda n: bar.update(job, advance=n)
 
 
-CHANCE = {"precision": "gold_share", "mse": "mse_of_mean", "accuracy": "majority_accuracy"}
+CHANCE = {"precision": "gold_share", "mse": "mse_of_mean", "accuracy": "majority_accuracy",
+          "leakage_accuracy": "leakage_majority_accuracy", "leakage_mse": "leakage_mse_of_mean"}
 
 
 def on_stderr(total: int | None, doing: str = "predicting", unit: str = "documents"):
@@ -180,7 +181,7 @@ def on_stderr(total: int | None, doing: str = "predicting", unit: str = "documen
 def shown_value(key: str, value) -> str:
     if value is None:
         return "-"
-    if key in ("mse", "mae", "mse_of_mean"):
+    if key in ("mse", "mae", "mse_of_mean", "leakage_mse", "leakage_mse_of_mean"):
         return f"{value:.5f}"
     if key in ("documents", "documents_with_gold"):
         return f"{value:,}"
@@ -203,7 +204,8 @@ def metrics_table(metrics: dict) -> Table:
     table.add_column("chance", justify="right", style="dim")
     order = ["mse", "mae", "accuracy", "macro_f1", "test_rate", "test_rate_over", "test_threshold", "test_coherence",
              "selection_rate", "precision", "recall", "f1",
-             "precision_macro", "recall_macro", "f1_macro", "transitions", "spans", "documents", "documents_with_gold"]
+             "precision_macro", "recall_macro", "f1_macro", "transitions", "spans", "leakage_accuracy", "leakage_mse", "documents",
+             "documents_with_gold"]
     for key in order:
         if key in metrics:
             chance = CHANCE.get(key)

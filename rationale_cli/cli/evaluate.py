@@ -34,11 +34,15 @@ def evaluate(
     coherence: Optional[float] = typer.Option(None, help=COHERENCE_HELP),
     epoch: Optional[int] = typer.Option(None, help="Evaluate the weights of this epoch (kept by `train "
                                         "--save-epochs`) instead of the kept epoch's."),
+    leakage_probe: bool = typer.Option(False, "--leakage-probe", help="Train a small model on the run's masks of "
+                                       "its training documents, their 0/1 pattern alone (no words), and report "
+                                       "its score on these documents beside chance: how much the masks' shape "
+                                       "alone tells about the label."),
     batch_size: int = typer.Option(64, help=BATCH_HELP),
     device: str = typer.Option("auto", help=DEVICE_HELP),
 ):
     """Task metric, token precision/recall/F1 against gold rationales with chance levels,
-    ERASER's metrics and the faithfulness of the rationales."""
+    ERASER's metrics, the faithfulness of the rationales and (asked) the leakage probe."""
     from rationale_cli.data import sources
     from rationale_cli.evaluation.scoring import check_score_outputs, evaluate_model, evaluated_on
 
@@ -52,5 +56,10 @@ def evaluate(
                                      device=dev, scoring=lambda: on_stderr(len(records), doing="scoring"))
     metrics, rows = evaluate_model(loaded, records, batch_size=batch_size, device=dev, faithfulness=faithfulness,
                                    decoding=decoding, progress=on_stderr)
+    if leakage_probe:
+        from rationale_cli.evaluation.leakage import leakage_probe as probe
+
+        train = list(sources.run_documents(loaded.config.data, loaded.config, split="train"))
+        metrics.update(probe(loaded, train, records, batch_size=batch_size, device=dev, decoding=decoding))
     metrics = {**evaluated_on(run, data, loaded.config, fmt=format, aspect=aspect, split=split), **metrics, **asked}
     print_scores(metrics, f"{run.name} on {data}", json_out, per_document, rows)

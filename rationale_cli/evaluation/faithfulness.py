@@ -85,14 +85,15 @@ def scored_documents(model: RationaleModel, vocab: Vocab, task: Task, records: I
     model.eval()
     try:
         for chunk, batch in made_batches(records, vocab, batch_size, device):
-            emb = model.embed(batch.ids)
+            emb = model.embedded(batch.ids)
             z, scores, outputs = model.decode(batch.ids, batch.mask, batch.visible, decoding)
             hard = (z != 0).float()
             document = batch.mask if batch.visible is None else batch.mask - batch.visible
             extra = {}
             for name, masks in (("rationale", hard), ("complement", document - hard)):
                 read = masks if batch.visible is None else masks + batch.visible
-                extra[name] = values(task, model.predict_masked(emb, batch.mask, read.unsqueeze(1))[:, 0])
+                extra[name] = values(task, model.predict_masked(emb, batch.mask, read.unsqueeze(1),
+                                                                        batch.ids)[:, 0])
             full = values(task, outputs)
             hard_rows, score_rows = hard.int().tolist(), scores.cpu().tolist()
             altered, docs = [], []

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from models.architectures import ARCHITECTURES
+from models.architectures import ARCHITECTURES, SIDES, TRANSFORMER
 from models.options import OptionError, Options, Spec, option, specs
 from models.search import OneOf, Searched
 from models.selectors import SELECTORS, all_option_specs, selector_class
@@ -53,9 +53,19 @@ class TrainConfig:
     query: bool = option(True, "Let the model read each document's query (ERASER's BoolQ, FEVER, MultiRC, "
                          "CoS-E): after the document and a [SEP] token, never selected.")
     extractor: str = option("hardkuma", "Rationale extractor (see the list below).", choices=SELECTORS)
-    encoder: str | None = option(None, "Architecture (selector and predictor encoders).", choices=ARCHITECTURES,
+    encoder: str | None = option(None, "Architecture (selector and predictor encoders); hf: a pretrained "
+                                 "transformer, from {pretrained}.", choices=(*ARCHITECTURES, TRANSFORMER),
                                  default_text="rcnn, measured best for every extractor with its other "
                                  "defaults on the demo corpus")
+    selector_encoder: str | None = option(None, "The selector's encoder, when it differs from the predictor's "
+                                          "(with a linear output layer).", choices=SIDES,
+                                          default_text="{encoder}'s")
+    predictor_encoder: str | None = option(None, "The predictor's encoder, when it differs from the selector's "
+                                           "(with a linear output layer).", choices=SIDES,
+                                           default_text="{encoder}'s")
+    pretrained: str | None = option(None, "The transformer of an hf encoder: a local folder (config, weights and "
+                                    "tokenizer files; works offline) or a Hugging Face hub name.",
+                                    default_text="none")
     embeddings: str | None = option(None, "Pretrained word vectors, GloVe or word2vec text (.gz too).")
     embedding_dim: int = option(200, "Embedding size without --embeddings.", low=1)
     fix_embeddings: bool | None = option(None, "Keep the embeddings fixed.",
@@ -78,6 +88,12 @@ class TrainConfig:
                              "appendix D.6; 1: off).", above=0.0, high=1.0)
     lr_decay_epochs: int | None = option(None, "Epochs of the linear decay to --lr-final.", low=1,
                                          default_text="all --epochs")
+    predictor_lr: float = option(1.0, "The predictor's learning rate as a multiple of {lr}: below 1, the "
+                                 "predictor learns more slowly than the selector, against degeneration (decoupled "
+                                 "rates, Liu et al. 2023).", above=0.0, high=1e6)
+    guidance: float = option(0.0, "Weight of full-text guidance against degeneration: the predictor also learns "
+                             "on the full text, and its output on the rationale is pulled toward it (a KL "
+                             "divergence; squared difference for scores; Huang et al. 2021), 0 = off.", low=0.0)
     clip: float = option(5.0, "Gradient norm clipping, 0 = off.", low=0.0)
     patience: int = option(5, "Early stopping after this many epochs without improvement, 0 = off.", low=0)
     keep: str = option("best-loss", "The epoch whose weights are kept: best-loss (lowest validation loss) or "
@@ -207,6 +223,10 @@ def from_values(values: dict[str, Any], given: set[str] | None = None, ranges: b
     except OptionError as err:
         raise err.of(extractor) from None
     config = TrainConfig(**general, options=options)
+    hf = TRANSFORMER in (config.encoder, config.selector_encoder, config.predictor_encoder)
+    if hf != bool(config.pretrained):
+        raise UserError(f"--encoder hf (on either side) needs {flag_of('pretrained')} NAME_OR_PATH, a transformer's "
+                        "folder or hub name" if hf else f"{flag_of('pretrained')} applies to an hf encoder only")
     if config.keep == "best-loss-at-rate" and config.rate_target() is None:
         raise OptionError("keep", config.keep, "best-loss (best-loss-at-rate needs a selection rate held in "
                           "training: a share as {budget}, and {lagrangian} for bernoulli)", extractor=extractor)

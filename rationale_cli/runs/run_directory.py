@@ -2,7 +2,8 @@
 
 ``model.safetensors`` (weights), ``config.json`` (the resolved training options),
 ``vocab.json``, ``task.json`` (task and labels), ``metrics.json`` and
-``versions.json``. Every file is written atomically, so an interrupted run never
+``versions.json``; a run of a transformer encoder also ``transformer/``, its configuration and
+tokenizer files (:mod:`rationale_cli.runs.pretrained`). Every file is written atomically, so an interrupted run never
 leaves a broken model file behind.
 """
 
@@ -22,8 +23,10 @@ from rationale_cli.runtime.atomic import atomic_path, write_text_atomic
 from rationale_cli.runs.config import FROM_RUN, TrainConfig, from_saved, located, paths_from_run
 from rationale_cli.runtime.errors import UserError
 from rationale_cli.runtime.safe_json import finite
+from rationale_cli.runs.pretrained import run_transformer, save_transformer, transformers_version
 from rationale_cli.runs.task import Task, task_from_dict
 from rationale_cli.data.vocab import Vocab
+from models.encoders.hf import Pretrained
 from models.model import RationaleModel
 
 FORMAT_VERSION = 1
@@ -45,8 +48,10 @@ def versions() -> dict:
     }
 
 
-def build_model(config: TrainConfig, vocab_size: int, task: Task, embeddings=None, selector=None) -> RationaleModel:
-    """The model ``config`` describes; ``selector`` (a Selector subclass or instance) replaces its extractor."""
+def build_model(config: TrainConfig, vocab_size: int, task: Task, embeddings=None, selector=None,
+                pretrained: Pretrained | None = None) -> RationaleModel:
+    """The model ``config`` describes; ``selector`` (a Selector subclass or instance) replaces its extractor;
+    ``pretrained``: the transformer of an hf encoder."""
     return RationaleModel(
         vocab_size,
         config.embedding_dim,
@@ -58,6 +63,9 @@ def build_model(config: TrainConfig, vocab_size: int, task: Task, embeddings=Non
         dropout=config.dropout,
         embeddings=embeddings,
         freeze_embeddings=config.fix_embeddings,
+        selector_encoder=config.selector_encoder,
+        predictor_encoder=config.predictor_encoder,
+        pretrained=pretrained,
     )
 
 
@@ -82,10 +90,13 @@ def save_run(out: Path, config: TrainConfig, vocab: Vocab, task: Task, processes
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise UserError(f"{out}: cannot create the run directory ({err.strerror})") from None
-    write_json(out / "versions.json", versions())  # first: it marks the folder as a run (is_run_directory)
+    used = {**versions(), **({"transformers": transformers_version()} if config.pretrained else {})}
+    write_json(out / "versions.json", used)  # first: it marks the folder as a run (is_run_directory)
     save_config(out, config, processes)
     vocab.save(out / "vocab.json")
     write_json(out / "task.json", task.to_dict())
+    if config.pretrained:
+        save_transformer(config.pretrained, out)
 
 
 def save_config(out: Path, config: TrainConfig, processes: int = 1) -> None:
@@ -158,8 +169,9 @@ def load_run(path: str | Path, device: str | torch.device = "cpu", epoch: int | 
     config = from_saved(located(read_json(path / "config.json"), path), str(path / "config.json"))
     vocab = Vocab.load(path / "vocab.json")
     task = task_from_dict(read_json(path / "task.json"), str(path / "task.json"))
+    pretrained = run_transformer(path, vocab.itos) if config.pretrained else None
     try:
-        model = build_model(config, len(vocab), task)
+        model = build_model(config, len(vocab), task, pretrained=pretrained)
     except ValueError as err:
         raise UserError(f"{path / 'config.json'}: {err}") from None
     try:

@@ -31,6 +31,11 @@ class Task:
         """Per-example loss; ``outputs [..., outputs]``, ``targets [...]``."""
         raise NotImplementedError
 
+    def divergence(self, outputs: Tensor, reference: Tensor) -> Tensor:
+        """How far each prediction ``outputs [..., outputs]`` is from ``reference`` (same shape),
+        ``[...]``: full-text guidance's divergence."""
+        raise NotImplementedError
+
     def describe(self, outputs: Tensor) -> list[tuple[float | str, dict]]:
         """User-facing predictions from output vectors ``[B, outputs]``, each with extra fields."""
         raise NotImplementedError
@@ -57,6 +62,10 @@ class Regression(Task):
 
     def loss(self, outputs, targets):
         return (torch.sigmoid(outputs.squeeze(-1)) - targets) ** 2
+
+    def divergence(self, outputs, reference):
+        """The squared difference of the scores (the loss with the reference's score as target)."""
+        return self.loss(outputs, torch.sigmoid(reference.squeeze(-1)))
 
     def describe(self, outputs):
         return [(round(score, 6), {}) for score in torch.sigmoid(outputs[:, 0]).tolist()]
@@ -91,6 +100,11 @@ class Classification(Task):
     def loss(self, outputs, targets):
         flat = outputs.reshape(-1, outputs.shape[-1])
         return F.cross_entropy(flat, targets.reshape(-1), reduction="none").view(targets.shape)
+
+    def divergence(self, outputs, reference):
+        """KL(reference || outputs) of the class distributions."""
+        return F.kl_div(F.log_softmax(outputs, -1), F.log_softmax(reference, -1), reduction="none",
+                        log_target=True).sum(-1)
 
     def describe(self, outputs):
         probs = torch.softmax(outputs, -1)

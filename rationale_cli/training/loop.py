@@ -1,7 +1,8 @@
 """The training loop as a library function: one loss for every extractor (the Selection
 interface), knowing no paths and no console.
 
-``loss = (weights * task_loss).sum(-1).mean() + penalty + surrogate``, Adam,
+``loss = (weights * task_loss).sum(-1).mean() + penalty + surrogate`` (plus full-text guidance
+when asked, :func:`training_loss`), Adam,
 gradient clipping, optional learning-rate decay when validation loss stalls or
 linear in the updates,
 model selection on validation task loss and early stopping (Bastings et al.,
@@ -33,12 +34,23 @@ from models.ranks import all_ranks, distributed, world_size
 from models.selection import Selection
 
 
-def training_loss(model, task: Task, batch: Batch) -> tuple[torch.Tensor, Selection]:
-    """``loss = (weights * task_loss).sum(-1).mean() + penalty + surrogate`` for one batch."""
-    selection, outputs = model(batch.ids, batch.mask, batch.visible)
+def training_loss(model, task: Task, batch: Batch, guidance: float = 0.0) -> tuple[torch.Tensor, Selection]:
+    """``loss = (weights * task_loss).sum(-1).mean() + penalty + surrogate`` for one batch. With
+    ``guidance`` g > 0 (full-text guidance, after the output-space matching of Huang et al., 2021,
+    "Distribution Matching for Rationalization"), the predictor also reads the full text:
+    ``+ g * (task_loss(full) + (weights * D(full || rationale)).sum(-1)).mean()``, ``D``
+    (:meth:`Task.divergence`) against the full text's detached output, which pulls the rationale's
+    prediction toward it."""
+    selection, outputs = model(batch.ids, batch.mask, batch.visible, full_text=True) if guidance else \
+        model(batch.ids, batch.mask, batch.visible)
     targets = batch.targets.unsqueeze(1).expand(selection.weights.shape)
+    if guidance:
+        outputs, full = outputs[:, :-1], outputs[:, -1:]
     task_loss = task.loss(outputs, targets)
     loss = (selection.weights * task_loss).sum(-1).mean() + selection.penalty
+    if guidance:
+        pulled = (selection.weights * task.divergence(outputs, full.detach().expand_as(outputs))).sum(-1)
+        loss = loss + guidance * (task.loss(full, targets[:, :1]).squeeze(1) + pulled).mean()
     if selection.surrogate is not None:
         surrogate = selection.surrogate(task_loss.detach())
         if surrogate is not None:
@@ -46,13 +58,14 @@ def training_loss(model, task: Task, batch: Batch) -> tuple[torch.Tensor, Select
     return loss, selection
 
 
-def training_step(model, task: Task, batch: Batch, optimizer: torch.optim.Optimizer, clip: float) -> tuple[float, Selection]:
+def training_step(model, task: Task, batch: Batch, optimizer: torch.optim.Optimizer, clip: float,
+                  guidance: float = 0.0) -> tuple[float, Selection]:
     """One update on :func:`training_loss`, with gradient-norm clipping; a FloatingPointError,
     before the weights change, when the loss (in any process of a distributed run) or
     the gradient is not finite (extractors raise it too, where a non-finite value stops
-    them). ``model`` may be wrapped in DistributedDataParallel."""
+    them). ``model`` may be wrapped in DistributedDataParallel; ``guidance``: see :func:`training_loss`."""
     params = [p for group in optimizer.param_groups for p in group["params"]]
-    loss, selection = training_loss(model, task, batch)
+    loss, selection = training_loss(model, task, batch, guidance)
     value = loss.item()
     if not all_ranks(math.isfinite(value), loss.device):  # every process stops at the same step
         raise FloatingPointError(f"loss {value}" if not math.isfinite(value) else "loss non-finite in another process")
@@ -156,6 +169,7 @@ class Fit:
     random_states: list[dict] | None = None  # every process's, after an epoch of a distributed run
     keep: Keep = Keep()
     schedule: LinearDecay | None = None
+    guidance: float = 0.0
 
 
 def fit(
@@ -175,6 +189,7 @@ def fit(
     lr_final: float = DEFAULTS["lr_final"].default,
     lr_decay_epochs: int | None = DEFAULTS["lr_decay_epochs"].default,
     patience: int = DEFAULTS["patience"].default,
+    guidance: float = DEFAULTS["guidance"].default,
     keep: Keep = Keep(),
     rng: random.Random | int = 0,
     callbacks: Sequence[Callback] = (),
@@ -185,7 +200,8 @@ def fit(
     ``epochs`` epochs in all (``state``, a resumed run's, counts the ones done). The
     optimizer defaults to Adam with ``lr`` and ``weight_decay``; ``rng`` (or its seed)
     orders the batches; ``lr_final`` below 1 decays the learning rate linearly over
-    ``lr_decay_epochs`` (default: ``epochs``; :class:`LinearDecay`). The defaults are those
+    ``lr_decay_epochs`` (default: ``epochs``; :class:`LinearDecay`); ``guidance`` weighs full-text
+    guidance (:func:`training_loss`). The defaults are those
     of ``rationale train``. With ``restore_best`` the model ends with the weights of its
     best validation epoch by the ``keep`` rule (else with its last; ``state.best`` says
     which was best).
@@ -206,7 +222,7 @@ def fit(
     batches = len(train) // (batch_size * processes) + (len(train) % (batch_size * processes) >= processes)
     schedule = LinearDecay(lr_final, (lr_decay_epochs or epochs) * batches) if lr_final < 1.0 else None
     run = Fit(model, vocab, task, optimizer, rng, device, epochs, batches, state or FitState(), callbacks, net,
-              processes, rank(), keep=keep, schedule=schedule)
+              processes, rank(), keep=keep, schedule=schedule, guidance=guidance)
     state = run.state
     started, seconds_before = time.perf_counter(), state.train_seconds
     try:
@@ -272,7 +288,7 @@ def one_epoch(run: Fit, epoch: int, train: Sequence[Record], valid: Sequence[Rec
         if run.schedule is not None:
             run.schedule.apply(run.optimizer, (epoch - 1) * run.batches + step - 1)
         try:
-            loss, selection = training_step(run.net, task, batch, run.optimizer, clip)
+            loss, selection = training_step(run.net, task, batch, run.optimizer, clip, run.guidance)
         except FloatingPointError as err:
             raise FloatingPointError(f"epoch {epoch}, step {step}: {err}") from None
         total += loss * len(records)

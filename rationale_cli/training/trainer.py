@@ -31,6 +31,7 @@ from rationale_cli.training.loop import Callback, Diverged, FitState, fit
 from rationale_cli.data.records import Record
 from rationale_cli.runs.run_directory import (WEIGHTS, build_model, is_run_directory, load_run, read_json, save_config,
                                              save_run, write_json)
+from rationale_cli.runs.pretrained import load_pretrained
 from rationale_cli.runs.task import Task, infer_task
 from rationale_cli.data.vectors import load_vectors
 from rationale_cli.data.vocab import Vocab
@@ -96,11 +97,25 @@ def new_model(config: TrainConfig, train: list[Record], valid: list[Record], con
         if console is not None:
             console.print(f"embeddings: {info['found']:,} of {info['vocab']:,} vocabulary words found "
                           f"({100 * info['coverage']:.1f}%), dimension {info['dim']}", highlight=False)
+    pretrained = load_pretrained(config.pretrained, vocab.itos) if config.pretrained else None
     try:
-        model = build_model(config, len(vocab), task, vectors, selector).to(device)
+        model = build_model(config, len(vocab), task, vectors, selector, pretrained).to(device)
     except ValueError as err:
         raise UserError(f"--extractor {config.extractor} --encoder {config.encoder}: {err}") from None
     return config, vocab, task, model
+
+
+def parameter_groups(model: RationaleModel, config: TrainConfig) -> list[dict]:
+    """The trainable parameters in one group, or with ``predictor_lr`` other than 1 in two: the
+    predictor's (its encoder and output layer) at ``predictor_lr`` times the learning rate, and
+    the rest (selector, its encoder, the word embeddings) at the learning rate (decoupled rates:
+    Liu et al., 2023, "Decoupled Rationalization with Asymmetric Learning Rates")."""
+    predictor = {id(p) for p in model.predictor_parameters()}
+    params = [p for p in model.parameters() if p.requires_grad]
+    if config.predictor_lr == 1.0:
+        return [{"params": params}]
+    return [{"params": [p for p in params if id(p) not in predictor]},
+            {"params": [p for p in params if id(p) in predictor], "lr": config.lr * config.predictor_lr}]
 
 
 def start_run_directory(out: Path, config: TrainConfig, vocab: Vocab, task: Task) -> None:
@@ -161,7 +176,7 @@ def train_run(
     if out is not None and writer and not resume:
         start_run_directory(out, config, vocab, task)
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.Adam(params, lr=config.lr, weight_decay=config.weight_decay)
+    optimizer = torch.optim.Adam(parameter_groups(model, config), lr=config.lr, weight_decay=config.weight_decay)
     if world_size() > 1:  # the same initial weights everywhere, then each process's own random stream
         torch.manual_seed(config.seed + rank() * 2**32)
     state = resume_state(out, config, model, optimizer, rng, device, fingerprint) if resume else None
@@ -186,7 +201,8 @@ def train_run(
     try:
         state = fit(model, vocab, task, train, valid, optimizer, epochs=config.epochs, batch_size=config.batch_size,
                     clip=config.clip, lr_decay=config.lr_decay, lr_final=config.lr_final,
-                    lr_decay_epochs=config.lr_decay_epochs, patience=config.patience, keep=config.keep_rule(), rng=rng,
+                    lr_decay_epochs=config.lr_decay_epochs, patience=config.patience, guidance=config.guidance,
+                    keep=config.keep_rule(), rng=rng,
                     callbacks=[*hooks, *callbacks], state=state)
     except Diverged as err:
         where = f"{out}: " if out is not None else ""

@@ -1,0 +1,188 @@
+"""Pretrained transformer encoders (``--encoder hf``), offline: a tiny BERT and a WordPiece
+tokenizer trained here on the demo text stand in for a downloaded model."""
+
+import json
+import shutil
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+pytest.importorskip("transformers")
+pytest.importorskip("tokenizers")
+
+import rationale_cli as rationale  # noqa: E402
+from rationale_cli.cli import app  # noqa: E402
+from rationale_cli.data import sources  # noqa: E402
+from rationale_cli.runs.config import from_values  # noqa: E402
+from rationale_cli.runs.run_directory import load_run  # noqa: E402
+from rationale_cli.training.trainer import train_config  # noqa: E402
+
+SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+            max_position_embeddings=96)
+
+
+def build_tiny_bert(folder, texts, vocab_size=250):
+    """A 2-layer BERT of width 32 and a WordPiece tokenizer trained on ``texts``, saved in ``folder``
+    (a small vocabulary, so that many words split into several subwords)."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.train_from_iterator(texts, trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=SPECIAL))
+    cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+    tokenizer.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]",
+                                                             special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    fast = BertTokenizerFast(tokenizer_object=tokenizer, unk_token="[UNK]", sep_token="[SEP]", cls_token="[CLS]",
+                             pad_token="[PAD]", mask_token="[MASK]", model_max_length=TINY["max_position_embeddings"])
+    fast.save_pretrained(folder)
+    torch.manual_seed(0)
+    BertModel(BertConfig(vocab_size=tokenizer.get_vocab_size(), pad_token_id=0, **TINY)).save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def demo():
+    train, valid, test = (sources.load("demo", split) for split in ("train", "valid", "test"))
+    return train[:160], valid[:40], test[:40]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory, demo):
+    texts = [" ".join(r.tokens) for r in demo[0]]
+    return build_tiny_bert(tmp_path_factory.mktemp("tiny-bert"), texts)
+
+
+def trained(demo, out, **options):
+    config = from_values({"data": "demo", "epochs": 1, "batch_size": 40, "lr": 0.003, "embedding_dim": 16,
+                          "hidden_size": 16, "budget": 0.2, "seed": 0, **options})
+    return train_config(config, out, data=demo[:2])
+
+
+@pytest.fixture(scope="module")
+def hf_run(tmp_path_factory, demo, tiny):
+    """A run of a transformer on both sides, trained from a copy of the tiny model's folder."""
+    folder = tmp_path_factory.mktemp("hf-run")
+    shutil.copytree(tiny, folder / "pretrained")
+    run = trained(demo, folder / "run", encoder="hf", pretrained=str(folder / "pretrained"), extractor="bernoulli")
+    assert run.model.embed is None  # neither side reads word vectors
+    return folder / "run", folder / "pretrained"
+
+
+def test_hf_on_both_sides_trains_saves_and_predicts_offline(demo, hf_run):
+    out, pretrained = hf_run
+    assert (out / "transformer" / "config.json").is_file() and (out / "transformer" / "tokenizer.json").is_file()
+    texts = [" ".join(r.tokens) for r in demo[2][:8]]
+    before = rationale.load(out).frame(texts)
+    shutil.rmtree(pretrained)  # the run keeps what it needs
+    after = rationale.load(out).frame(texts)
+    assert before["rationale_text"].tolist() == after["rationale_text"].tolist()
+    assert before["prediction"].tolist() == after["prediction"].tolist()
+    assert json.loads((out / "config.json").read_text())["encoder"] == "hf"
+    assert "transformers" in json.loads((out / "versions.json").read_text())
+
+
+def test_an_hf_selector_feeds_a_cnn_predictor_and_the_reverse(tmp_path, demo, tiny):
+    mixed = trained(demo, None, encoder="cnn", selector_encoder="hf", pretrained=str(tiny), extractor="hardkuma")
+    assert type(mixed.model.selector_encoder).__name__ == "HFEncoder"
+    assert type(mixed.model.predictor_encoder).__name__ == "CNNEncoder" and mixed.model.embed is not None
+    reverse = trained(demo, tmp_path / "reverse", encoder="rcnn", predictor_encoder="hf", pretrained=str(tiny),
+                      extractor="simple", budget=8, guidance=0.5, predictor_lr=0.1)
+    assert type(reverse.model.predictor_encoder).__name__ == "HFEncoder"
+    loaded = load_run(tmp_path / "reverse")
+    ids = torch.randint(2, 40, (3, 12))
+    mask = torch.ones(3, 12)
+    for a, b in zip(reverse.model.eval().decode(ids, mask), loaded.model.decode(ids, mask)):
+        assert torch.allclose(a, b)
+
+
+def test_the_predictor_reads_the_selected_words_alone_renumbered(demo, tiny):
+    """For a hard rationale the transformer reads exactly the selected words' subwords, as if they
+    were the whole text: the same states as the transformer run on those words alone."""
+    from transformers import AutoModel, AutoTokenizer
+
+    from models.encoders.hf import HFEncoder
+    from rationale_cli.data.vocab import Vocab
+    from rationale_cli.runs.pretrained import load_pretrained
+
+    record = demo[0][0]
+    vocab = Vocab.build([r.tokens for r in demo[0]])
+    encoder = HFEncoder(load_pretrained(tiny, vocab.itos)).eval()
+    ids = torch.tensor([vocab.encode(record.tokens)])
+    gate = torch.zeros(ids.shape)
+    chosen = [1, 2, 5, 9, 10, 11, len(record.tokens) - 1]
+    gate[0, chosen] = 1.0
+    read = encoder.subwords(ids, gate)
+    with torch.no_grad():
+        ours = encoder.hidden(read)[0]
+        tokenizer, model = AutoTokenizer.from_pretrained(tiny), AutoModel.from_pretrained(tiny).eval()
+        alone = tokenizer(" ".join(record.tokens[i].lower() for i in chosen), return_tensors="pt")
+        theirs = model(**alone).last_hidden_state[0]
+    assert read.ids[0].tolist() == alone["input_ids"][0].tolist()
+    assert torch.allclose(ours, theirs, atol=1e-5)
+    # a word's state is the mean of its subwords'; an unselected word reads nothing
+    states, summary = encoder(ids, gate)
+    with torch.no_grad():
+        assert torch.allclose(summary[0], theirs[0], atol=1e-5)
+        first = read.word[0] == chosen[0]
+        assert torch.allclose(states[0, chosen[0]], theirs[first].mean(0), atol=1e-5)
+        assert not states[0, 0].any()
+
+
+def test_bad_pretrained_folders_get_one_line_and_exit_2(tmp_path, tiny):
+    runner = CliRunner()
+    common = ["train", "--data", "demo", "--epochs", "1"]
+    for args, expected in (
+        (["--encoder", "hf", "--pretrained", str(tmp_path / "missing"), "--out", str(tmp_path / "a")], "no such folder"),
+        (["--encoder", "hf", "--pretrained", str(tmp_path), "--out", str(tmp_path / "b")], "not a transformer"),
+        (["--encoder", "hf", "--out", str(tmp_path / "c")], "needs --pretrained"),
+        (["--pretrained", str(tiny), "--out", str(tmp_path / "d")], "applies to an hf encoder only"),
+    ):
+        result = runner.invoke(app, common + args)
+        assert result.exit_code == 2, result.output
+        assert expected in result.output and len(result.output.strip().splitlines()) == 1, result.output
+
+
+def test_a_run_without_its_transformer_folder_gets_one_line(tmp_path, hf_run):
+    out = tmp_path / "run"
+    shutil.copytree(hf_run[0], out)
+    shutil.rmtree(out / "transformer")
+    result = CliRunner().invoke(app, ["predict", str(out), "-", "--out", str(tmp_path / "p.jsonl")], input="a head\n")
+    assert result.exit_code == 2 and "transformer/config.json" in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_a_text_longer_than_the_models_positions_is_cut_with_a_warning(demo, tiny):
+    from models.encoders.hf import HFEncoder
+    from rationale_cli.runs.pretrained import load_pretrained
+
+    pretrained = load_pretrained(tiny, ["<pad>", "<unk>", "head", "white"])
+    pretrained.max_length = 6
+    encoder = HFEncoder(pretrained).eval()
+    ids = torch.tensor([[2, 3, 2, 3, 2, 3], [2, 3, 0, 0, 0, 0]])
+    with pytest.warns(UserWarning, match="reads its first 4"):
+        read = encoder.subwords(ids, (ids > 0).float())
+    pieces = int((pretrained.pieces[2:4] >= 0).sum())  # of "head white", the second row's text
+    assert read.attention.sum(1).tolist() == [6, min(6, 2 + pieces)]
+    states, _ = encoder(ids, (ids > 0).float())
+    assert not states[0, 5].any() and states[0, 0].any()  # words past the cut get zero states
+
+
+def test_every_parameter_of_an_hf_model_gets_a_gradient(demo, tiny):
+    """Distributed training needs a gradient for every parameter: BERT's unused pooler is dropped."""
+    from rationale_cli.data.batching import make_batch
+    from rationale_cli.data.vocab import Vocab
+    from rationale_cli.runs.task import Regression
+    from rationale_cli.runs.pretrained import load_pretrained
+    from models.model import RationaleModel
+
+    vocab = Vocab.build([r.tokens for r in demo[0]])
+    model = RationaleModel(len(vocab), 8, 8, 1, encoder="hf", extractor="hardkuma",
+                           pretrained=load_pretrained(tiny, vocab.itos))
+    batch = make_batch(demo[0][:4], vocab, Regression())
+    selection, outputs = model(batch.ids, batch.mask)
+    (outputs.sum() + selection.penalty).backward()
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
