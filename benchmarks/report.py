@@ -407,6 +407,15 @@ def write_report() -> None:
                    f"{r['reviews_per_second']:.1f}", f"{r['speedup']:.2f}" if r.get("speedup") else "-",
                    f"{r['peak_gb']:.2f}"]))
     out.append(eraser_section(prose, rows))
+    out.append(timing_section(
+        prose, rows, "eraser_fresh",
+        ["support run", "rate", "cost (validation loss per cost tried)", "accuracy", "support's accuracy",
+         "spans / doc", "precision %", "token F1 micro / macro", "IOU F1 micro / macro"],
+        lambda r: [f"{r['support_extractor']} {r['support_encoder']}", r["rate"],
+                   f"{r['coherence']:g} ({', '.join(f'{c}: {v:.3f}' for c, v in r['validation_loss'].items())})",
+                   pct(r["accuracy"]), pct(r["support_accuracy"]), f"{r['spans']:.1f}", pct(r["precision"]),
+                   f"{r['token_f1_micro']:.3f} / {r['token_f1_macro']:.3f}",
+                   f"{r['iou_f1_micro']:.3f} / {r['iou_f1_macro']:.3f}"]))
     # each section ends in a blank line; the file in one newline
     REPORT.write_text("".join(out).rstrip("\n") + "\n")
 

@@ -1,0 +1,109 @@
+"""ERASER movies, select then predict anew (FRESH: Jain et al., 2020, "Learning to Faithfully
+Rationalize by Construction", section 3): a trained run's rationales become the only text a new
+model reads.
+
+For each cost of ``--costs``, the run in ``--support`` decodes the train, val and test splits at
+``--rate`` with that cost per transition (``--coherence``, :mod:`models.coherent`: the same
+tokens per document, placed in runs); a full-text model with the same encoder and vectors is
+trained on the train split's rationales alone (the selected words, in order, gaps closed) and
+validated on the val split's. The cost of lowest validation loss of that new model is chosen
+(gold rationales play no part); its model is tested once on the test split's rationales, and
+the run's test rationales at that cost are scored with ERASER's metrics (``rationale score``).
+One row per support run (``benchmark: eraser_fresh``) in results.jsonl; RESULTS.md is
+regenerated.
+
+    python benchmarks/eraser_fresh.py --support RUN --rate 0.2 --costs 0 0.3 1 2 -- --epochs 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+import rationale_cli as rationale_api
+from models.decoding import Decoding
+from rationale_cli.data.readers import read_records
+
+from common import append_result, git_commit, invocation, rationale
+from report import write_report
+
+
+def write_rationales(model, data: Path, split: str, decoding: Decoding, out: Path) -> float:
+    """The split's documents reduced to their decoded rationales (JSON lines with ``tokens``
+    and ``label``); returns the share of tokens kept."""
+    records = list(read_records(data, split=split))
+    kept = total = 0
+    with open(out, "w", encoding="utf-8") as handle:
+        for record, result in zip(records, model.predict(records, decoding=decoding)):
+            tokens = [token for token, chosen in zip(record.tokens, result.selected) if chosen]
+            kept, total = kept + len(tokens), total + len(record.tokens)
+            handle.write(json.dumps({"id": record.id, "tokens": tokens or record.tokens[:1],
+                                     "label": record.label}) + "\n")
+    return kept / max(total, 1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--support", type=Path, required=True, help="a trained run on ERASER movies")
+    parser.add_argument("--data-dir", default="../shared/data", help="folder holding eraser_movies/ and glove_6B_50d_subset/")
+    parser.add_argument("--rate", default="0.2", help="each document's rationale size (--rate)")
+    parser.add_argument("--costs", type=float, nargs="+", default=[0.0, 0.3, 1.0, 2.0])
+    parser.add_argument("--encoder", default="cnn", help="the new model's encoder")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--runs", default=None, help="keep the new runs here (default: a temporary folder)")
+    parser.add_argument("train_args", nargs=argparse.REMAINDER, help="after --: options for the new model's training")
+    args = parser.parse_args()
+    extra = [a for a in args.train_args if a != "--"]
+    data = Path(args.data_dir).resolve() / "eraser_movies"
+    vectors = Path(args.data_dir).resolve() / "glove_6B_50d_subset" / "glove.6B.50d.subset.txt.gz"
+    runs = Path(args.runs) if args.runs else Path(tempfile.mkdtemp(prefix="eraser-fresh-"))
+    support = rationale_api.load(args.support, device="cpu")
+    tried = {}
+    for cost in args.costs:
+        folder = runs / f"cost-{cost:g}"
+        folder.mkdir(parents=True, exist_ok=True)
+        decoding = Decoding(rate=args.rate, coherence=cost)
+        shares = {split: write_rationales(support, data, split, decoding, folder / f"{split}.jsonl")
+                  for split in ("train", "val", "test")}
+        command, seconds = rationale("train", "--data", str(folder / "train.jsonl"), "--valid", str(folder / "val.jsonl"),
+                                     "--extractor", "full", "--encoder", args.encoder, "--embeddings", str(vectors),
+                                     "--seed", str(args.seed), "--out", str(folder / "run"), "--force", *extra)
+        rationale("evaluate", str(folder / "run"), str(folder / "val.jsonl"), "--no-faithfulness",
+                  "--json", str(folder / "val.json"))
+        tried[cost] = {"validation_loss": json.loads((folder / "val.json").read_text())["loss"], "shares": shares,
+                       "command": command, "train_seconds": round(seconds, 1)}
+    best = min(args.costs, key=lambda cost: (tried[cost]["validation_loss"], cost))
+    folder = runs / f"cost-{best:g}"
+    rationale("evaluate", str(folder / "run"), str(folder / "test.jsonl"), "--no-faithfulness",
+              "--json", str(folder / "test.json"))
+    results = folder / "support.test.results.jsonl"
+    rationale("predict", str(args.support), str(data), "--output-format", "eraser", "--out", str(results), "--force",
+              "--rate", args.rate, "--coherence", f"{best:g}")
+    rationale("score", str(results), str(data), "--json", str(folder / "score.json"))
+    rationale("evaluate", str(args.support), str(data), "--no-faithfulness", "--rate", args.rate,
+              "--coherence", f"{best:g}", "--json", str(folder / "support.test.json"))
+    eraser = json.loads((folder / "score.json").read_text())["eraser"]
+    test, selected = json.loads((folder / "test.json").read_text()), json.loads((folder / "support.test.json").read_text())
+    config = json.loads((args.support / "config.json").read_text())
+    append_result({
+        "benchmark": "eraser_fresh", "dataset": "movies", "support": str(args.support),
+        "support_extractor": config["extractor"], "support_encoder": config["encoder"], "encoder": args.encoder,
+        "rate": args.rate, "coherence": best, "chosen_on": "validation",
+        "validation_loss": {f"{c:g}": tried[c]["validation_loss"] for c in args.costs},
+        "accuracy": test["accuracy"], "support_accuracy": selected["accuracy"],
+        "selection_rate": selected["selection_rate"], "spans": selected["spans"], "precision": selected["precision"],
+        "token_f1_micro": eraser["token_prf"]["instance_micro"]["f1"],
+        "token_f1_macro": eraser["token_prf"]["instance_macro"]["f1"],
+        "iou_f1_micro": eraser["iou_scores"][0]["micro"]["f1"], "iou_f1_macro": eraser["iou_scores"][0]["macro"]["f1"],
+        "seed": args.seed, "command": tried[best]["command"], "train_seconds": tried[best]["train_seconds"],
+        "script": invocation(), "commit": git_commit(),
+    })
+    print(f"cost {best:g} chosen on validation: accuracy {test['accuracy']:.3f}, IOU F1 "
+          f"{eraser['iou_scores'][0]['micro']['f1']:.3f}, token F1 {eraser['token_prf']['instance_micro']['f1']:.3f}")
+    write_report()
+
+
+if __name__ == "__main__":
+    main()
