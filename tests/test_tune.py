@@ -299,3 +299,15 @@ def test_the_documented_search_space_file_is_one(tmp_path):
     space = search_space("hardkuma", file)
     assert space.fixed == {"dependent": True} and "dependent" not in space.names()
     assert OneOf("hidden_size", (100, 200)) in space.entries and Searched("lr", 0.0003, 0.003, True) in space.entries
+
+
+def test_options_at_their_defaults_leave_a_study_the_same(tmp_path):
+    from rationale_cli.tuning.job import without_defaults
+    from rationale_cli.tuning.storage import open_storage, open_study
+
+    store = open_storage(f"sqlite:///{tmp_path / 'study.db'}")
+    saved = {"extractor": "hardkuma", "options": {"epochs": 3, "dropout": 0.1}, "space": {}, "data": "d"}
+    open_study(store, "s", saved, comparable=without_defaults)  # dropout listed at its default
+    open_study(store, "s", {**saved, "options": {"epochs": 3}}, comparable=without_defaults)  # a release lists fewer
+    with pytest.raises(UserError, match="epochs was 3, now 4"):
+        open_study(store, "s", {**saved, "options": {"epochs": 4}}, comparable=without_defaults)

@@ -35,7 +35,7 @@ from rationale_cli.tuning.leaderboard import (Leaderboard, TrialResult, choose, 
 from rationale_cli.tuning.objective import TRIALS, Objective, TrialFailed, off_target
 from rationale_cli.tuning.space import Space, search_space, without_conflicts
 from rationale_cli.tuning.storage import (default_storage, need_optuna, open_storage, open_study, quiet_optuna,
-                                          redacted)
+                                          redacted, same_json)
 
 # options that may differ between the processes of one study (another machine's paths, device)
 LOCAL = (*PATH_OPTIONS, "device", "time_limit", "save_epochs")
@@ -63,6 +63,15 @@ class Plan:
         options = {k: v for k, v in self.base.items() if k not in LOCAL}
         return {"extractor": self.config.extractor, "options": options, "space": self.space.to_dict(),
                 "data": data_fingerprint(*self.data)}
+
+
+def without_defaults(settings: dict[str, Any]) -> dict[str, Any]:
+    """A study's ``settings`` without the training options at their defaults, so that a study
+    stays the same when a later release adds an option (at its default) or lists fewer."""
+    defaults = {f.name: f.default for f in dataclasses.fields(TrainConfig) if f.default is not dataclasses.MISSING}
+    options = {k: v for k, v in settings.get("options", {}).items()
+               if not (k in defaults and same_json(v) == same_json(defaults[k]))}
+    return {**settings, "options": options}
 
 
 @dataclass
@@ -190,7 +199,8 @@ def tune(out: Path, options: dict[str, Any], *, trials: int, config: Path | None
     out.mkdir(parents=True, exist_ok=True)
     try:
         store = open_storage(url)
-        found = open_study(store, name, plan.settings(), pruner=pruner, constraints=on_target_constraint(plan.keep))
+        found = open_study(store, name, plan.settings(), pruner=pruner, constraints=on_target_constraint(plan.keep),
+                           comparable=without_defaults)
     except UserError:
         if made:
             shutil.rmtree(out, ignore_errors=True)

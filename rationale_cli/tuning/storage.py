@@ -99,10 +99,11 @@ def same_json(value: Any) -> Any:
 
 
 def open_study(storage, name: str, settings: dict, *, pruner=None,
-               constraints: Callable | None = None):
+               constraints: Callable | None = None, comparable: Callable[[dict], dict] = lambda s: s):
     """The study ``name`` in ``storage`` (made if new, with ``settings``; refused if it holds other
-    ``settings``): minimizing validation task loss, drawn by TPE (``constraints``: a trial's
-    constraint values, <= 0 where it is feasible), pruned by the median rule unless ``pruner``."""
+    ``settings``, both as ``comparable`` makes them): minimizing validation task loss, drawn by TPE
+    (``constraints``: a trial's constraint values, <= 0 where it is feasible), pruned by the
+    median rule unless ``pruner``."""
     optuna = need_optuna()
     with quiet_optuna():
         sampler = optuna.samplers.TPESampler(constraints_func=constraints)
@@ -114,8 +115,9 @@ def open_study(storage, name: str, settings: dict, *, pruner=None,
     settings = same_json(settings)
     if saved is None:
         study.set_user_attr("settings", settings)
-    elif saved != settings:
-        raise UserError(f"study {name}: it was made with other settings ({difference(saved, settings)}); "
+    elif comparable(saved) != comparable(settings):
+        raise UserError(f"study {name}: it was made with other settings "
+                        f"({difference(comparable(saved), comparable(settings))}); "
                         "run it with the options it was made with, or give another --out or --study")
     return study
 
