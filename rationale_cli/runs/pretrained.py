@@ -30,8 +30,10 @@ def auto_classes():
     """``transformers``' AutoConfig, AutoModel and AutoTokenizer, or one error line naming the extra."""
     try:
         from transformers import AutoConfig, AutoModel, AutoTokenizer
+        from transformers.utils import logging
     except ImportError:
         raise UserError("--encoder hf needs the transformers library: pip install 'rationale-cli[hf]'") from None
+    logging.disable_progress_bar()  # the toolkit reports its own progress; loading a folder takes no time
     return AutoConfig, AutoModel, AutoTokenizer
 
 
