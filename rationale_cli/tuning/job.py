@@ -35,7 +35,7 @@ from rationale_cli.tuning.leaderboard import (Leaderboard, TrialResult, choose, 
 from rationale_cli.tuning.objective import TRIALS, Objective, TrialFailed, off_target
 from rationale_cli.tuning.space import Space, search_space, without_conflicts
 from rationale_cli.tuning.storage import (default_storage, need_optuna, open_storage, open_study, quiet_optuna,
-                                          redacted, same_json)
+                                          redacted, same_json, WARMUP_EPOCHS)
 
 # options that may differ between the processes of one study (another machine's paths, device)
 LOCAL = (*PATH_OPTIONS, "device", "time_limit", "save_epochs")
@@ -200,7 +200,7 @@ def tune(out: Path, options: dict[str, Any], *, trials: int, config: Path | None
     try:
         store = open_storage(url)
         found = open_study(store, name, plan.settings(), pruner=pruner, constraints=on_target_constraint(plan.keep),
-                           comparable=without_defaults)
+                           comparable=without_defaults, warmup=max(WARMUP_EPOCHS, plan.config.epochs // 4))
     except UserError:
         if made:
             shutil.rmtree(out, ignore_errors=True)

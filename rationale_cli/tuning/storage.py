@@ -98,17 +98,17 @@ def same_json(value: Any) -> Any:
     return json.loads(json.dumps(value))
 
 
-def open_study(storage, name: str, settings: dict, *, pruner=None,
-               constraints: Callable | None = None, comparable: Callable[[dict], dict] = lambda s: s):
+def open_study(storage, name: str, settings: dict, *, pruner=None, constraints: Callable | None = None,
+               comparable: Callable[[dict], dict] = lambda s: s, warmup: int = WARMUP_EPOCHS):
     """The study ``name`` in ``storage`` (made if new, with ``settings``; refused if it holds other
     ``settings``, both as ``comparable`` makes them): minimizing validation task loss, drawn by TPE
     (``constraints``: a trial's constraint values, <= 0 where it is feasible), pruned by the
-    median rule unless ``pruner``."""
+    median rule after ``warmup`` epochs unless ``pruner``."""
     optuna = need_optuna()
     with quiet_optuna():
         sampler = optuna.samplers.TPESampler(constraints_func=constraints)
         pruner = pruner or optuna.pruners.MedianPruner(n_startup_trials=STARTUP_TRIALS,
-                                                       n_warmup_steps=WARMUP_EPOCHS)
+                                                       n_warmup_steps=warmup)
         study = optuna.create_study(storage=storage, study_name=name, direction="minimize", sampler=sampler,
                                     pruner=pruner, load_if_exists=True)
     saved = study.user_attrs.get("settings")
