@@ -7,7 +7,7 @@ A page asks for a generated part with a marker line of its own:
     with their help and defaults), read from ``typer.main.get_command(app)``;
 ``<!-- generated: extractor-table -->``
     one row per extractor of the registry ``models.selectors.SELECTORS``: its summary,
-    what ``--budget`` is for it and its default, its paper's encoder and its own options;
+    what ``--budget`` is for it and its default, its default encoder and its own options;
 ``<!-- generated: results-summary -->``
     the opening and the summary table of ``benchmarks/RESULTS.md``.
 
@@ -169,7 +169,7 @@ def extractor_table() -> str:
         options = ", ".join(code(option) for option in row["options"].split()) if row["options"] != "-" else "none"
         budget = row["budget"] if row["default"] == "-" else f"{row['budget']} ({code(row['default'])})"
         lines.append(f"| `{row['name']}` | {inline(row['summary'])}.<br>*Options:* {options}; "
-                     f"*paper's encoder:* {code(row['encoder'])} | {inline(budget) if row['default'] == '-' else budget} |")
+                     f"*default encoder:* {code(row['encoder'])} | {inline(budget) if row['default'] == '-' else budget} |")
     return "\n".join(lines) + "\n"
 
 
