@@ -43,7 +43,7 @@ from rationale_cli.data.readers import read_records
 from rationale_cli.runtime.devices import resolve_device
 from rationale_cli.training.trainer import split_validation
 
-from common import append_result, device_name, git_commit, invocation, rationale, rationale_command
+from common import GLOVE, append_result, device_name, git_commit, invocation, rationale, rationale_command
 from cross_fit import cross_fit
 from report import write_report
 
@@ -168,7 +168,7 @@ def main() -> None:
     default_targets = {0: 0.13, 1: 0.07, 2: 0.07, 3: 0.07, 4: 0.07}
     runs = Path(args.runs) if args.runs else Path(tempfile.mkdtemp(prefix="beer-runs-"))
     extra = [a for a in args.train_args if a != "--"]
-    vectors = args.embeddings or str(data / "glove_6B_50d_subset" / "glove.6B.50d.subset.txt.gz")
+    vectors = args.embeddings or str(data / GLOVE)
     # runs with other options (or other vectors) apart
     options = hashlib.sha1(" ".join(extra + ([vectors] if args.embeddings else [])).encode()).hexdigest()[:8]
     data_suffix = "-pooled" if args.pooled else f"-n{args.train_size}" if args.train_size else ""

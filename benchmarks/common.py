@@ -17,6 +17,13 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results.jsonl"
+GLOVE = Path("glove_6B_50d_subset") / "glove.6B.50d.subset.txt.gz"  # under the data folder
+
+
+def movies_inputs(data_dir: str) -> tuple[Path, Path]:
+    """ERASER movies and the GloVe 6B 50-d subset under the data folder ``data_dir``."""
+    root = Path(data_dir).resolve()
+    return root / "eraser_movies", root / GLOVE
 
 
 def git_commit() -> str:

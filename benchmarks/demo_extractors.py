@@ -58,7 +58,7 @@ def main() -> None:
         run = runs / extractor
         train_cmd, seconds = rationale("train", "--data", "demo", "--out", str(run), "--extractor", extractor, *own,
                                        "--seed", str(args.seed), "--device", "cpu", *extra)
-        config = json.loads((run / "config.json").read_text()) if (run / "config.json").exists() else {}
+        config = json.loads((run / "config.json").read_text())
         metrics = run / "test.json"
         eval_cmd, _ = rationale("evaluate", str(run), "demo", "--json", str(metrics), "--device", "cpu")
         test = json.loads(metrics.read_text())

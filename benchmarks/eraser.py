@@ -39,7 +39,7 @@ from pathlib import Path
 from models.selectors import option_specs
 from rationale_cli.data.readers import read_records
 
-from common import append_result, git_commit, invocation, rationale
+from common import append_result, git_commit, invocation, movies_inputs, rationale
 from report import write_report
 
 
@@ -146,8 +146,7 @@ def main() -> None:
     parser.add_argument("train_args", nargs=argparse.REMAINDER, help="after --: extra options for `rationale train`")
     args = parser.parse_args()
     extra = [a for a in args.train_args if a != "--"]
-    data = Path(args.data_dir).resolve() / "eraser_movies"
-    vectors = Path(args.data_dir).resolve() / "glove_6B_50d_subset" / "glove.6B.50d.subset.txt.gz"
+    data, vectors = movies_inputs(args.data_dir)
     runs = Path(args.runs) if args.runs else Path(tempfile.mkdtemp(prefix="eraser-runs-"))
     commit = git_commit()
     checks = {}

@@ -8,7 +8,7 @@ tokens per document, placed in runs); a full-text model with the same encoder an
 trained on the train split's rationales alone (the selected words, in order, gaps closed) and
 validated on the val split's. The cost of lowest validation loss of that new model is chosen
 (gold rationales play no part); its model is tested once on the test split's rationales, and
-the run's test rationales at that cost are scored with ERASER's metrics (``rationale score``).
+the run's test rationales at that cost are scored with ERASER's metrics (``rationale evaluate``).
 One row per support run (``benchmark: eraser_fresh``) in results.jsonl; RESULTS.md is
 regenerated.
 
@@ -26,7 +26,7 @@ import rationale_cli as rationale_api
 from models.decoding import Decoding
 from rationale_cli.data.readers import read_records
 
-from common import append_result, git_commit, invocation, rationale
+from common import append_result, git_commit, invocation, movies_inputs, rationale
 from report import write_report
 
 
@@ -39,6 +39,7 @@ def write_rationales(model, data: Path, split: str, decoding: Decoding, out: Pat
         for record, result in zip(records, model.predict(records, decoding=decoding)):
             tokens = [token for token, chosen in zip(record.tokens, result.selected) if chosen]
             kept, total = kept + len(tokens), total + len(record.tokens)
+            # a document must keep a token to be read: an empty rationale becomes its first word
             handle.write(json.dumps({"id": record.id, "tokens": tokens or record.tokens[:1],
                                      "label": record.label}) + "\n")
     return kept / max(total, 1)
@@ -56,8 +57,7 @@ def main() -> None:
     parser.add_argument("train_args", nargs=argparse.REMAINDER, help="after --: options for the new model's training")
     args = parser.parse_args()
     extra = [a for a in args.train_args if a != "--"]
-    data = Path(args.data_dir).resolve() / "eraser_movies"
-    vectors = Path(args.data_dir).resolve() / "glove_6B_50d_subset" / "glove.6B.50d.subset.txt.gz"
+    data, vectors = movies_inputs(args.data_dir)
     runs = Path(args.runs) if args.runs else Path(tempfile.mkdtemp(prefix="eraser-fresh-"))
     support = rationale_api.load(args.support, device="cpu")
     tried = {}
@@ -78,14 +78,10 @@ def main() -> None:
     folder = runs / f"cost-{best:g}"
     rationale("evaluate", str(folder / "run"), str(folder / "test.jsonl"), "--no-faithfulness",
               "--json", str(folder / "test.json"))
-    results = folder / "support.test.results.jsonl"
-    rationale("predict", str(args.support), str(data), "--output-format", "eraser", "--out", str(results), "--force",
-              "--rate", args.rate, "--coherence", f"{best:g}")
-    rationale("score", str(results), str(data), "--json", str(folder / "score.json"))
     rationale("evaluate", str(args.support), str(data), "--no-faithfulness", "--rate", args.rate,
               "--coherence", f"{best:g}", "--json", str(folder / "support.test.json"))
-    eraser = json.loads((folder / "score.json").read_text())["eraser"]
     test, selected = json.loads((folder / "test.json").read_text()), json.loads((folder / "support.test.json").read_text())
+    eraser = selected["eraser"]  # ERASER's scores, as `rationale score` gives them (eraser.py checks the two agree)
     config = json.loads((args.support / "config.json").read_text())
     append_result({
         "benchmark": "eraser_fresh", "dataset": "movies", "support": str(args.support),
