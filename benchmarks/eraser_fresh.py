@@ -2,17 +2,19 @@
 Rationalize by Construction", section 3): a trained run's rationales become the only text a new
 model reads.
 
-For each cost of ``--costs``, the run in ``--support`` decodes the train, val and test splits at
-``--rate`` with that cost per transition (``--coherence``, :mod:`models.coherent`: the same
-tokens per document, placed in runs); a full-text model with the same encoder and vectors is
-trained on the train split's rationales alone (the selected words, in order, gaps closed) and
-validated on the val split's. The cost of lowest validation loss of that new model is chosen
-(gold rationales play no part); its model is tested once on the test split's rationales, and
-the run's test rationales at that cost are scored with ERASER's metrics (``rationale evaluate``).
+For each cost of ``--costs`` (and, with ``--sentences``, whole sentences), the run in
+``--support`` decodes the train, val and test splits at ``--rate`` with that cost per transition
+(``--coherence``, :mod:`models.coherent`: the same tokens per document, placed in runs) or in
+the sentences that hold them (``--sentences``); a full-text model with the same encoder and
+vectors is trained on the train split's rationales alone (the selected words, in order, gaps
+closed) and validated on the val split's. The decoding of lowest validation loss of that new
+model is chosen (gold rationales play no part); its model is tested once on the test split's
+rationales, and the run's test rationales decoded that way are scored with ERASER's metrics
+(``rationale evaluate``).
 One row per support run (``benchmark: eraser_fresh``) in results.jsonl; RESULTS.md is
 regenerated.
 
-    python benchmarks/eraser_fresh.py --support RUN --rate 0.2 --costs 0 0.3 1 2 -- --epochs 20
+    python benchmarks/eraser_fresh.py --support RUN --rate 0.2 --costs 0 0.3 1 2 --sentences -- --epochs 20
 """
 
 from __future__ import annotations
@@ -45,12 +47,18 @@ def write_rationales(model, data: Path, split: str, decoding: Decoding, out: Pat
     return kept / max(total, 1)
 
 
+def folder_name(candidate: str) -> str:
+    """``sentences``, or ``cost-C`` for a transition cost."""
+    return candidate if candidate == "sentences" else f"cost-{candidate}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--support", type=Path, required=True, help="a trained run on ERASER movies")
     parser.add_argument("--data-dir", default="../shared/data", help="folder holding eraser_movies/ and glove_6B_50d_subset/")
     parser.add_argument("--rate", default="0.2", help="each document's rationale size (--rate)")
     parser.add_argument("--costs", type=float, nargs="+", default=[0.0, 0.3, 1.0, 2.0])
+    parser.add_argument("--sentences", action="store_true", help="also try whole sentences (--sentences)")
     parser.add_argument("--encoder", default="cnn", help="the new model's encoder")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--runs", default=None, help="keep the new runs here (default: a temporary folder)")
@@ -60,11 +68,13 @@ def main() -> None:
     data, vectors = movies_inputs(args.data_dir)
     runs = Path(args.runs) if args.runs else Path(tempfile.mkdtemp(prefix="eraser-fresh-"))
     support = rationale_api.load(args.support, device="cpu")
+    candidates = {f"{cost:g}": Decoding(rate=args.rate, coherence=cost) for cost in args.costs}
+    if args.sentences:
+        candidates["sentences"] = Decoding(rate=args.rate, sentences=True)
     tried = {}
-    for cost in args.costs:
-        folder = runs / f"cost-{cost:g}"
+    for name, decoding in candidates.items():
+        folder = runs / folder_name(name)
         folder.mkdir(parents=True, exist_ok=True)
-        decoding = Decoding(rate=args.rate, coherence=cost)
         shares = {split: write_rationales(support, data, split, decoding, folder / f"{split}.jsonl")
                   for split in ("train", "val", "test")}
         command, seconds = rationale("train", "--data", str(folder / "train.jsonl"), "--valid", str(folder / "val.jsonl"),
@@ -72,22 +82,23 @@ def main() -> None:
                                      "--seed", str(args.seed), "--out", str(folder / "run"), "--force", *extra)
         rationale("evaluate", str(folder / "run"), str(folder / "val.jsonl"), "--no-faithfulness",
                   "--json", str(folder / "val.json"))
-        tried[cost] = {"validation_loss": json.loads((folder / "val.json").read_text())["loss"], "shares": shares,
+        tried[name] = {"validation_loss": json.loads((folder / "val.json").read_text())["loss"], "shares": shares,
                        "command": command, "train_seconds": round(seconds, 1)}
-    best = min(args.costs, key=lambda cost: (tried[cost]["validation_loss"], cost))
-    folder = runs / f"cost-{best:g}"
+    best = min(candidates, key=lambda name: tried[name]["validation_loss"])
+    folder = runs / folder_name(best)
+    chosen = ["--sentences"] if best == "sentences" else ["--coherence", best]
     rationale("evaluate", str(folder / "run"), str(folder / "test.jsonl"), "--no-faithfulness",
               "--json", str(folder / "test.json"))
-    rationale("evaluate", str(args.support), str(data), "--no-faithfulness", "--rate", args.rate,
-              "--coherence", f"{best:g}", "--json", str(folder / "support.test.json"))
+    rationale("evaluate", str(args.support), str(data), "--no-faithfulness", "--rate", args.rate, *chosen, "--json", str(folder / "support.test.json"))
     test, selected = json.loads((folder / "test.json").read_text()), json.loads((folder / "support.test.json").read_text())
     eraser = selected["eraser"]  # ERASER's scores, as `rationale score` gives them (eraser.py checks the two agree)
     config = json.loads((args.support / "config.json").read_text())
     append_result({
         "benchmark": "eraser_fresh", "dataset": "movies", "support": str(args.support),
         "support_extractor": config["extractor"], "support_encoder": config["encoder"], "encoder": args.encoder,
-        "rate": args.rate, "coherence": best, "chosen_on": "validation",
-        "validation_loss": {f"{c:g}": tried[c]["validation_loss"] for c in args.costs},
+        "rate": args.rate, "coherence": None if best == "sentences" else float(best), "sentences": best == "sentences",
+        "chosen_on": "validation", "validation_loss": {name: tried[name]["validation_loss"] for name in candidates},
+        "shares": tried[best]["shares"],
         "accuracy": test["accuracy"], "support_accuracy": selected["accuracy"],
         "selection_rate": selected["selection_rate"], "spans": selected["spans"], "precision": selected["precision"],
         "token_f1_micro": eraser["token_prf"]["instance_micro"]["f1"],
@@ -96,7 +107,7 @@ def main() -> None:
         "seed": args.seed, "command": tried[best]["command"], "train_seconds": tried[best]["train_seconds"],
         "script": invocation(), "commit": git_commit(),
     })
-    print(f"cost {best:g} chosen on validation: accuracy {test['accuracy']:.3f}, IOU F1 "
+    print(f"{folder_name(best)} chosen on validation: accuracy {test['accuracy']:.3f}, IOU F1 "
           f"{eraser['iou_scores'][0]['micro']['f1']:.3f}, token F1 {eraser['token_prf']['instance_micro']['f1']:.3f}")
     write_report()
 

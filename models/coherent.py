@@ -16,6 +16,11 @@ an exact dynamic program). ``lambda = 0`` keeps the k best-scored tokens; larger
 fewer, longer runs. Documents longer than ``BLOCK`` tokens are placed block by block, each
 block keeping its own count (a run is never carried across a block's edge), so time and
 memory stay linear in the length.
+
+:func:`in_sentences` places the same count in whole sentences instead: the sentences ranked by
+their tokens' mean score, the fewest best-ranked sentences that hold at least the count. Where
+the gold evidence is sentences or clauses (ERASER movies), whole sentences match it as spans
+even when the scores' best tokens are scattered over them.
 """
 
 from __future__ import annotations
@@ -57,3 +62,24 @@ def in_runs(z: Tensor, scores: Tensor, mask: Tensor, cost: float) -> Tensor:
         out[rows] = ChainKSubset(values[rows], real[rows], counts[rows], pairwise).argmax
         start = end
     return out.reshape(batch, -1)[:, :length] * mask
+
+
+def in_sentences(z: Tensor, scores: Tensor, mask: Tensor, sentences: Tensor) -> Tensor:
+    """The 0/1 mask ``[B, T]`` of whole sentences: per document, its sentences (``sentences``
+    ``[B, T]``, each position's sentence index, 0-based) ranked by the mean score of their
+    tokens (ties: the earlier first), the fewest best-ranked ones that hold at least as many
+    tokens as ``z > 0`` has. A document whose ``z`` is empty stays empty."""
+    real = mask > 0
+    if z.numel() == 0:
+        return (z > 0).to(scores.dtype)
+    index = torch.where(real, sentences, torch.zeros_like(sentences))
+    count = int(index.max()) + 1
+    sizes = scores.new_zeros(z.shape[0], count).scatter_add_(1, index, real.to(scores.dtype))
+    totals = scores.new_zeros(z.shape[0], count).scatter_add_(1, index, scores * real)
+    means = torch.where(sizes > 0, totals / sizes.clamp(min=1), torch.full_like(totals, -float("inf")))
+    order = means.argsort(dim=-1, descending=True, stable=True)
+    ranked = sizes.gather(1, order)
+    wanted = ((z > 0) & real).sum(-1, keepdim=True).to(scores.dtype)
+    taken = ((ranked.cumsum(-1) - ranked) < wanted) & (ranked > 0)
+    chosen = torch.zeros_like(taken).scatter_(1, order, taken)
+    return chosen.gather(1, index).to(scores.dtype) * mask

@@ -10,7 +10,10 @@ threshold, or with another transition cost.
 - ``coherence``: the cost per 0/1 transition between adjacent tokens. A mask-set selector
   subtracts it from every mask's score (Lei et al.'s coherence inside the score,
   :mod:`models.selectors.mask_set`; None keeps the trained one); every other extractor keeps
-  the count its decoding chose per document and places it in runs (:mod:`models.coherent`).
+  the count its decoding chose per document and places it in runs (:mod:`models.coherent`);
+- ``sentences``: every extractor keeps the count its decoding chose per document and places it
+  in whole sentences (:func:`models.coherent.in_sentences`); the caller gives each token's
+  sentence.
 """
 
 from __future__ import annotations
@@ -23,11 +26,13 @@ from models.budget import Budget
 @dataclass(frozen=True)
 class Decoding:
     """How a model decodes at test time: ``rate`` (a Budget, or a share or count such as 0.13
-    or 10), ``threshold`` or ``coherence``; all None is the extractor's own decoding."""
+    or 10), ``threshold``, ``coherence`` or ``sentences``; all unset is the extractor's own
+    decoding."""
 
     rate: Budget | float | int | str | None = None
     threshold: float | None = None
     coherence: float | None = None
+    sentences: bool = False
 
     def __post_init__(self) -> None:
         if self.rate is not None and not isinstance(self.rate, Budget):
@@ -36,6 +41,8 @@ class Decoding:
             raise ValueError("decode at a rate or at a threshold, not both")
         if self.coherence is not None and self.coherence < 0:
             raise ValueError(f"coherence {self.coherence:g}: expected a number >= 0")
+        if self.sentences and self.coherence is not None:
+            raise ValueError("decode in whole sentences or with a transition cost, not both")
 
     def selector_arguments(self, taken: tuple[str, ...]) -> dict:
         """The settings a selector's own decoding takes (its ``decode_settings``, ``taken``)."""
@@ -45,7 +52,8 @@ class Decoding:
         """The settings that differ from the extractor's own decoding, JSON-ready."""
         return {**({"rate": str(self.rate)} if self.rate is not None else {}),
                 **({"threshold": self.threshold} if self.threshold is not None else {}),
-                **({"coherence": self.coherence} if self.coherence is not None else {})}
+                **({"coherence": self.coherence} if self.coherence is not None else {}),
+                **({"sentences": True} if self.sentences else {})}
 
 
 OWN = Decoding()  # the extractor's own decoding

@@ -16,7 +16,7 @@ from torch import Tensor, nn
 
 from models.architectures import build_architecture
 from models.budget import top_k_mask
-from models.coherent import in_runs
+from models.coherent import in_runs, in_sentences
 from models.decoding import OWN, Decoding
 from models.encoders.base import TokenRows
 from models.encoders.hf import Pretrained
@@ -139,9 +139,12 @@ class RationaleModel(nn.Module):
 
     @torch.no_grad()
     def decode(self, ids: Tensor, mask: Tensor, visible: Tensor | None = None,
-               decoding: Decoding = OWN) -> tuple[Tensor, Tensor, Tensor]:
+               decoding: Decoding = OWN, sentences: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
         """Test-time rationale ``z [B, T]``, per-token scores ``[B, T]`` and outputs ``[B, outputs]``,
-        decoded as ``decoding`` says (:mod:`models.decoding`; by default the extractor's own way)."""
+        decoded as ``decoding`` says (:mod:`models.decoding`; by default the extractor's own way).
+        Decoding in sentences needs ``sentences`` ``[B, T]``, each position's sentence index."""
+        if decoding.sentences and sentences is None:
+            raise ValueError("decoding in sentences needs each token's sentence index")
         taken = self.selector.decode_settings
         settings = decoding.selector_arguments(taken)
         in_runs_after = decoding.coherence is not None and "coherence" not in taken  # models.coherent
@@ -155,6 +158,8 @@ class RationaleModel(nn.Module):
             z = ((scores >= decoding.threshold) & (scores > 0)).to(scores.dtype)
         if in_runs_after:
             z = in_runs(z, scores, selectable, decoding.coherence)
+        elif decoding.sentences:
+            z = in_sentences(z, scores, selectable, sentences)
         z, scores = z * selectable, scores * selectable
         read = z if visible is None else z + visible
         return z, scores, self.predict_masked(emb, mask, read.unsqueeze(1), ids)[:, 0]

@@ -96,11 +96,12 @@ class Model:
                               decoding=decoding)[0]
 
     def corpus_decoding(self, documents: Iterable[Document], rate: float, *, coherence: float | None = None,
-                        batch_size: int = 64) -> Decoding:
+                        sentences: bool = False, batch_size: int = 64) -> Decoding:
         """The decoding that keeps the share ``rate`` of all the ``documents``' tokens, each document
-        those scored above one threshold (``rationale predict --rate R --rate-over corpus``)."""
+        those scored above one threshold (``rationale predict --rate R --rate-over corpus``), placed
+        in runs at ``coherence`` or in whole ``sentences`` if asked."""
         decoding, _ = at_corpus_rate(self, str(rate), as_records(documents), coherence=coherence,
-                                     batch_size=batch_size, device=self.device)
+                                     sentences=sentences, batch_size=batch_size, device=self.device)
         return decoding
 
 

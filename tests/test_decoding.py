@@ -56,6 +56,27 @@ def test_a_transition_cost_places_each_documents_count_in_runs(extractor):
     assert torch.equal(free, (own > 0).float())  # no cost: the same best-scored tokens
 
 
+@pytest.mark.parametrize("extractor", ["hardkuma", "sparsemap"])
+def test_sentences_take_each_documents_count_in_whole_sentences(extractor):
+    torch.manual_seed(0)
+    model = RationaleModel(30, 8, 8, 1, encoder="cnn", extractor=extractor).eval()
+    ids, mask = torch.randint(2, 30, (4, 24)), torch.ones(4, 24)
+    mask[1, 17:] = 0
+    sentences = torch.arange(24).div(6, rounding_mode="floor").expand(4, 24)  # four sentences of 6
+    with pytest.raises(ValueError, match="sentence index"):
+        model.decode(ids, mask, decoding=Decoding(sentences=True))
+    own, _, _ = model.decode(ids, mask, decoding=Decoding(rate=0.3))
+    placed, _, outputs = model.decode(ids, mask, decoding=Decoding(rate=0.3, sentences=True), sentences=sentences)
+    for row in range(4):
+        for start in range(0, 24, 6):
+            real = mask[row, start:start + 6] > 0
+            assert placed[row, start:start + 6][real].unique().numel() <= 1  # a sentence whole or not at all
+    counts, held = (own > 0).float().sum(-1), placed.sum(-1)
+    assert bool((held >= counts).all() and (held - 6 < counts).all()) and placed[1, 17:].sum() == 0
+    read = model.predict_masked(model.embedded(ids), mask, placed.unsqueeze(1), ids)[:, 0]
+    assert torch.allclose(outputs, read)  # the predictor reads the sentences
+
+
 def test_the_python_api_takes_a_decoding_and_keeps_none(run_dir):
     model = rationale.load(run_dir, device="cpu")
     docs = [r for r in sources.load("demo", "test")][:20]

@@ -17,7 +17,7 @@ PACKAGES = ("rationale_cli", "models")
 # floor and those below only
 FLOORS = ["runtime", "data", "metrics", "runs", "evaluation", "training", "tuning", "output", "annotation", "api",
           "cli", "__init__", "__main__"]
-DECODE_STATE = {"test_rate", "test_threshold", "test_coherence"}
+DECODE_STATE = {"test_rate", "test_threshold", "test_coherence", "test_sentences"}
 
 
 def module_name(path: Path) -> str:

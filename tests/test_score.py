@@ -205,6 +205,19 @@ def test_eraser_reader_query_docs_jsonl_and_split(tmp_path):
     assert val[0].evidence == val[0].rationale
 
 
+@pytest.mark.parametrize("docs_jsonl", [False, True])
+def test_eraser_lines_are_the_documents_sentences(tmp_path, docs_jsonl):
+    data = make_eraser(tmp_path / "data", n=5, docs_jsonl=docs_jsonl)
+    if docs_jsonl:
+        others = (data / "docs.jsonl").read_text().splitlines()[1:]
+        write(data / "docs.jsonl", "\n".join([json.dumps({"docid": "neg_000.txt", "document": "a b\nc d e\nf"}),
+                                              *others]) + "\n")
+    else:
+        write(data / "docs" / "neg_000.txt", "a b \n\n  c  d e\nf\n")  # blank lines and doubled spaces
+    record = read_records(data, split="train")[0]
+    assert record.tokens == list("abcdef") and record.sentences == [(0, 2), (2, 5), (5, 6)]
+
+
 def test_several_documents_per_annotation_are_refused(tmp_path):
     data = make_eraser(tmp_path / "data", n=10)
     line = {"annotation_id": "pair", "classification": "POS", "docids": ["neg_000.txt", "pos_001.txt"],

@@ -174,3 +174,25 @@ def test_evaluate_predict_and_explain_decode_with_a_transition_cost(tmp_path):
         placed[name] = json.loads((tmp_path / f"{name}.json").read_text())
     assert placed["costly"]["selection_rate"] == pytest.approx(placed["own"]["selection_rate"])
     assert placed["costly"]["spans"] < placed["own"]["spans"]
+    for name, extra in (("sentences", ["--sentences"]), ("corpus", ["--sentences", "--rate", "0.1", "--rate-over",
+                                                                    "corpus"])):
+        result = runner.invoke(app, ["evaluate", str(other), "demo", "--no-faithfulness", *extra, "--json",
+                                     str(tmp_path / f"{name}.json")])
+        assert result.exit_code == 0, result.output
+        placed[name] = json.loads((tmp_path / f"{name}.json").read_text())
+    # the demo's sentences end in '.': whole ones, at least as many tokens as decoded, one span per sentence run
+    assert placed["sentences"]["test_sentences"] is True
+    assert placed["sentences"]["selection_rate"] >= placed["own"]["selection_rate"]
+    assert placed["sentences"]["spans"] < placed["own"]["spans"]
+    assert placed["corpus"]["test_rate_over"] == "corpus" and placed["corpus"]["selection_rate"] >= 0.1
+    out = tmp_path / "sentences.jsonl"
+    assert runner.invoke(app, ["predict", str(other), "demo", "--sentences", "--out", str(out)]).exit_code == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert any(row["selected_tokens"] for row in rows)
+    for row in rows:  # whole sentences: the selection ends at a sentence's end
+        assert not row["selected_tokens"] or row["selected_tokens"][-1] == "."
+    for extra in (["--coherence", "0.5"], ["--engine", "dask"]):
+        result = runner.invoke(app, ["predict", str(other), "demo", "--sentences", *extra, "--out",
+                                     str(tmp_path / "refused.parquet")])
+        assert result.exit_code == 2 and ("choose one" in result.output or "--sentences is not available"
+                                          in result.output), result.output

@@ -203,7 +203,7 @@ def metrics_table(metrics: dict) -> Table:
     table.add_column("value", justify="right")
     table.add_column("chance", justify="right", style="dim")
     order = ["mse", "mae", "accuracy", "macro_f1", "test_rate", "test_rate_over", "test_threshold", "test_coherence",
-             "selection_rate", "precision", "recall", "f1",
+             "test_sentences", "selection_rate", "precision", "recall", "f1",
              "precision_macro", "recall_macro", "f1_macro", "transitions", "spans", "leakage_accuracy", "leakage_mse", "documents",
              "documents_with_gold"]
     for key in order:
@@ -261,7 +261,7 @@ def print_scores(metrics: dict, title: str, json_out: Optional[Path], per_docume
 
 
 # --------------------------------------------------------------------------- #
-# test-time decoding: --rate, --rate-over, --coherence
+# test-time decoding: --rate, --rate-over, --coherence, --sentences
 
 RATE_HELP = ("Hold each document's rationale at this size: a share of its tokens (0.13) or a count (10), its "
              "best-scored tokens (default: the extractor's own decoding).")
@@ -278,6 +278,11 @@ COHERENCE_HELP = ("Decode with this cost per 0/1 transition between adjacent tok
                   "places them where their scores minus the cost are highest (scores are in [0, 1]; try 0.1-1).")
 
 
+SENTENCES_HELP = ("Select whole sentences: each document keeps as many tokens as its decoding chose, in the "
+                  "sentences whose tokens score highest on average (the fewest that hold that many). Sentences are "
+                  "ERASER's lines, else split after sentence-final punctuation.")
+
+
 def check_rate_over(rate: Optional[str], rate_over: str) -> None:
     """``--rate-over``: one of its two scopes, and corpus only with a share to hold."""
     if rate_over not in ("document", "corpus"):
@@ -286,9 +291,9 @@ def check_rate_over(rate: Optional[str], rate_over: str) -> None:
         raise UserError("--rate-over corpus: give the share to hold with --rate")
 
 
-def parse_decoding(loaded, rate: Optional[str], rate_over: str, coherence: Optional[float], *, records=None,
-                   batch_size: int = 64, device="cpu", scoring=None) -> tuple[Decoding, dict]:
-    """The decoding ``--rate``, ``--rate-over`` and ``--coherence`` ask of the loaded run, parsed
+def parse_decoding(loaded, rate: Optional[str], rate_over: str, coherence: Optional[float], *, sentences=False,
+                   records=None, batch_size: int = 64, device="cpu", scoring=None) -> tuple[Decoding, dict]:
+    """The decoding ``--rate``, ``--rate-over``, ``--coherence`` and ``--sentences`` ask of the loaded run, parsed
     once (:mod:`rationale_cli.runs.inference`), and what evaluate reports of it. Over a corpus,
     ``records`` (wrapped by ``scoring``, a progress reporter, if given) are read once for the
     threshold, which is then printed."""
@@ -296,12 +301,12 @@ def parse_decoding(loaded, rate: Optional[str], rate_over: str, coherence: Optio
     from rationale_cli.runtime.progress import counted, no_progress
 
     if rate_over != "corpus":
-        decoding = asked_decoding(loaded, rate=rate, coherence=coherence)
+        decoding = asked_decoding(loaded, rate=rate, coherence=coherence, sentences=sentences)
         return decoding, decoding_metrics(decoding)
-    asked_decoding(loaded, coherence=coherence)  # the cost is checked before the scoring pass
+    asked_decoding(loaded, coherence=coherence, sentences=sentences)  # checked before the scoring pass
     with scoring() if scoring else no_progress(None) as advance:
         decoding, share = at_corpus_rate(loaded, rate, counted(records, advance), coherence=coherence,
-                                         batch_size=batch_size, device=device)
+                                         sentences=sentences, batch_size=batch_size, device=device)
     if scoring:
         stderr().print(f"decoding at threshold {decoding.threshold:.6g}, which keeps {100 * share:g}% of "
                        "the input's tokens", highlight=False)

@@ -60,11 +60,11 @@ def demo(
         train(out=workdir, config=None, force=out is None, resume=False, **options)
         stderr().rule("2/3  evaluate on the test split")
         evaluate(run=workdir, data="demo", format="auto", aspect=None, split="test", json_out=None,
-                 per_document=None, faithfulness=True, rate=None, rate_over="document", coherence=None, epoch=None,
-                 batch_size=64, device="auto")
+                 per_document=None, faithfulness=True, rate=None, rate_over="document", coherence=None,
+                 sentences=False, epoch=None, batch_size=64, device="auto")
         stderr().rule("3/3  explain three test reviews")
         explain(run=workdir, text=None, input="demo", format="auto", aspect=None, limit=3, html=None, coherence=None,
-                device="auto")
+                sentences=False, device="auto")
     finally:
         if out is None:
             remove_run(workdir)

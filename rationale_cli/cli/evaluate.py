@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from rationale_cli.cli._util import (ASPECT_HELP, BATCH_HELP, COHERENCE_HELP, DEVICE_HELP, FORMAT_HELP,
+from rationale_cli.cli._util import (ASPECT_HELP, BATCH_HELP, COHERENCE_HELP, SENTENCES_HELP, DEVICE_HELP, FORMAT_HELP,
                                      PER_DOCUMENT_HELP, RATE_HELP, RATE_OVER_HELP, RUN_HELP, SPLIT_HELP, Command, app,
                                      check_at_least, check_rate_over, friendly, load_for_inference, on_stderr,
                                      parse_decoding, print_scores)
@@ -32,6 +32,7 @@ def evaluate(
     rate: Optional[str] = typer.Option(None, help=RATE_HELP),
     rate_over: str = typer.Option("document", help=RATE_OVER_HELP),
     coherence: Optional[float] = typer.Option(None, help=COHERENCE_HELP),
+    sentences: bool = typer.Option(False, "--sentences", help=SENTENCES_HELP),
     epoch: Optional[int] = typer.Option(None, help="Evaluate the weights of this epoch (kept by `train "
                                         "--save-epochs`) instead of the kept epoch's."),
     leakage_probe: bool = typer.Option(False, "--leakage-probe", help="Train a small model on the run's masks of "
@@ -50,10 +51,11 @@ def evaluate(
     check_score_outputs(json_out, per_document)
     check_rate_over(rate, rate_over)
     loaded, dev = load_for_inference(run, device, epoch)
-    asked_decoding(loaded, coherence=coherence)
+    asked_decoding(loaded, coherence=coherence, sentences=sentences)
     records = list(sources.run_documents(data, loaded.config, fmt=format, aspect=aspect, split=split))
-    decoding, asked = parse_decoding(loaded, rate, rate_over, coherence, records=records, batch_size=batch_size,
-                                     device=dev, scoring=lambda: on_stderr(len(records), doing="scoring"))
+    decoding, asked = parse_decoding(loaded, rate, rate_over, coherence, sentences=sentences, records=records,
+                                     batch_size=batch_size, device=dev,
+                                     scoring=lambda: on_stderr(len(records), doing="scoring"))
     metrics, rows = evaluate_model(loaded, records, batch_size=batch_size, device=dev, faithfulness=faithfulness,
                                    decoding=decoding, progress=on_stderr)
     if leakage_probe:

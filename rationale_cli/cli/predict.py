@@ -10,7 +10,7 @@ from rich.text import Text
 
 from rationale_cli.annotation.engine import UNKNOWN_WARNING, WINDOW
 from rationale_cli.cli._util import (ASPECT_HELP, BATCH_HELP, COHERENCE_HELP, DEVICE_HELP, FORMAT_HELP, RATE_HELP,
-                                     RATE_OVER_HELP, RUN_HELP, SPLIT_HELP, Command, app, check_at_least,
+                                     RATE_OVER_HELP, RUN_HELP, SENTENCES_HELP, SPLIT_HELP, Command, app, check_at_least,
                                      check_rate_over, friendly, load_for_inference, parse_decoding,
                                      progress_reporter, signal_name, stderr)
 from rationale_cli.runs.inference import asked_decoding
@@ -44,6 +44,7 @@ def predict(
     rate: Optional[str] = typer.Option(None, help=RATE_HELP),
     rate_over: str = typer.Option("document", help=RATE_OVER_HELP + " Corpus reads the input twice."),
     coherence: Optional[float] = typer.Option(None, help=COHERENCE_HELP),
+    sentences: bool = typer.Option(False, "--sentences", help=SENTENCES_HELP),
     device: str = typer.Option("auto", help=DEVICE_HELP),
     force: bool = typer.Option(False, "--force", metavar="", help="Replace an existing output (or an "
                                "interrupted run's) instead of refusing or continuing it."),
@@ -71,21 +72,24 @@ def predict(
                           shard=shard, threads=threads, workers=workers, device=device, engine=engine,
                           whole_input=rate_over == "corpus")
     if job.engine == "dask":
-        if rate is not None or coherence is not None:
-            raise UserError(f"--{'rate' if rate is not None else 'coherence'} is not available with --engine dask")
+        asked = [name for name, value in (("rate", rate), ("coherence", coherence), ("sentences", sentences or None))
+                 if value is not None]
+        if asked:
+            raise UserError(f"--{asked[0]} is not available with --engine dask")
         count = annotate_on_dask(job, scheduler)
         stderr().print(f"wrote {count:,} predictions to {out}", highlight=False)
         return
     loaded, dev = load_for_inference(run, job.device)
-    asked_decoding(loaded, coherence=coherence)
+    asked_decoding(loaded, coherence=coherence, sentences=sentences)
     check_model_output(job, loaded)
     total = job.total()
     scored = None
     if rate_over == "corpus":
         refuse_finished_output(job, force)  # before the scoring pass, not after it
         scored = job.records(loaded.config)
-    decoding, _ = parse_decoding(loaded, rate, rate_over, coherence, records=scored, batch_size=batch_size,
-                                 device=dev, scoring=lambda: progress_reporter(stderr(), total, doing="scoring"))
+    decoding, _ = parse_decoding(loaded, rate, rate_over, coherence, sentences=sentences, records=scored,
+                                 batch_size=batch_size, device=dev,
+                                 scoring=lambda: progress_reporter(stderr(), total, doing="scoring"))
     with progress_reporter(stderr(), total) as advance:
         tally, stopped = annotate_prediction(job, loaded, dev, force=force, progress=advance, decoding=decoding)
     speed = tally.documents / tally.seconds if tally.seconds else 0.0

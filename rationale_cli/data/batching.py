@@ -27,6 +27,17 @@ class Batch:
     targets: Tensor | None = None
     visible: Tensor | None = None  # [B, T] 1 on query positions: always read, never selected
 
+    def sentences(self) -> Tensor:
+        """Each position's sentence index ``[B, T]`` (:meth:`Record.sentence_spans`; query and
+        padding positions in the last sentence), made when a decoding asks for it."""
+        index = torch.zeros(self.ids.shape, dtype=torch.long)
+        for row, record in enumerate(self.records):
+            spans = record.sentence_spans()
+            for number, (start, end) in enumerate(spans):
+                index[row, start:end] = number
+            index[row, spans[-1][1] if spans else 0:] = max(len(spans) - 1, 0)
+        return index.to(self.ids.device)
+
 
 def model_tokens(record: Record) -> list[str]:
     """What the model reads: the document, then ``[SEP]`` and the query when it has one.

@@ -22,7 +22,9 @@ class Record:
     also carry their ``docid``, their ``query`` (tokens the model reads before the
     document, never part of a rationale) and ``evidence``: the gold spans as
     annotated (they may overlap or be empty), which span-level scores count one by
-    one; ``rationale`` is their union.
+    one; ``rationale`` is their union. ``sentences`` are the document's sentences as token
+    spans where the source marks them (ERASER: one a line); :meth:`sentence_spans` falls back
+    on sentence-final punctuation.
     """
 
     id: str
@@ -35,6 +37,7 @@ class Record:
     docid: str | None = None
     query: list[str] | None = None
     evidence: list[Span] | None = None
+    sentences: list[Span] | None = None
 
     @property
     def where(self) -> str:
@@ -44,9 +47,34 @@ class Record:
         """The gold spans as annotated (``evidence``), else the rationale's."""
         return self.evidence if self.evidence is not None else self.rationale
 
+    def sentence_spans(self) -> list[Span]:
+        """The document's sentences: ``sentences`` where the source gave them, else
+        :func:`punctuated_sentences` of the tokens."""
+        return self.sentences if self.sentences is not None else punctuated_sentences(self.tokens)
+
     def gold_mask(self) -> list[int] | None:
         """0/1 per token from the gold spans, or None without gold."""
         return None if self.rationale is None else spans_to_mask(self.rationale, len(self.tokens))
+
+
+SENTENCE_ENDS = frozenset({".", "!", "?", "...", "..", "?!", "!?"})
+CLOSERS = frozenset({'"', "'", "''", ")", "]", "\u201d", "\u2019"})  # belong to the sentence they close
+
+
+def punctuated_sentences(tokens: list[str]) -> list[Span]:
+    """Sentences as token spans, each ending after a run of sentence-final punctuation and
+    the closing quotes or brackets that follow it; the last one at the end of the tokens."""
+    spans, start, i = [], 0, 0
+    while i < len(tokens):
+        if tokens[i] in SENTENCE_ENDS:
+            while i + 1 < len(tokens) and (tokens[i + 1] in SENTENCE_ENDS or tokens[i + 1] in CLOSERS):
+                i += 1
+            spans.append((start, i + 1))
+            start = i + 1
+        i += 1
+    if start < len(tokens):
+        spans.append((start, len(tokens)))
+    return spans
 
 
 def spans_to_mask(spans, length: int) -> list[int]:

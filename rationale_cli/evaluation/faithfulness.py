@@ -27,6 +27,7 @@ from rationale_cli.data.batching import made_batches
 from rationale_cli.metrics.eraser_scores import AOPC_THRESHOLDS, ScoredDocument, aopc, bins, drop, drops
 from rationale_cli.metrics.scores import mean
 from rationale_cli.data.records import Record, mask_to_spans
+from rationale_cli.runs.inference import decode_batch
 from rationale_cli.runs.task import Task
 from rationale_cli.data.vocab import UNK, Vocab
 from models.decoding import OWN, Decoding
@@ -70,7 +71,7 @@ def model_values(model: RationaleModel, vocab: Vocab, task: Task, records: list[
     """The full model's prediction values on each record (decoded as ``decoding`` says)."""
     out = []
     for _, batch in made_batches(records, vocab, batch_size, device):
-        out += values(task, model.decode(batch.ids, batch.mask, batch.visible, decoding)[2])
+        out += values(task, decode_batch(model, batch, decoding)[2])
     return out
 
 
@@ -86,7 +87,7 @@ def scored_documents(model: RationaleModel, vocab: Vocab, task: Task, records: I
     try:
         for chunk, batch in made_batches(records, vocab, batch_size, device):
             emb = model.embedded(batch.ids)
-            z, scores, outputs = model.decode(batch.ids, batch.mask, batch.visible, decoding)
+            z, scores, outputs = decode_batch(model, batch, decoding)
             hard = (z != 0).float()
             document = batch.mask if batch.visible is None else batch.mask - batch.visible
             extra = {}

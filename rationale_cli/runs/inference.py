@@ -10,7 +10,7 @@ from typing import Iterable, Iterator
 import torch
 from torch import Tensor
 
-from rationale_cli.data.batching import made_batches
+from rationale_cli.data.batching import Batch, made_batches
 from rationale_cli.metrics.eraser_scores import ScoredDocument
 from rationale_cli.metrics.scores import RationaleScores
 from rationale_cli.data.records import Record
@@ -41,6 +41,13 @@ def rounded(values: Tensor, decimals: int) -> Tensor:
     return values.detach().cpu().double().mul_(scale).round_().div_(scale).add_(0.0)
 
 
+def decode_batch(model: RationaleModel, batch: Batch, decoding: Decoding = OWN) -> tuple[Tensor, Tensor, Tensor]:
+    """``model.decode`` of ``batch`` as ``decoding`` says, with the batch's sentences when it
+    asks for them."""
+    return model.decode(batch.ids, batch.mask, batch.visible, decoding,
+                        batch.sentences() if decoding.sentences else None)
+
+
 def decoded_batches(model: RationaleModel, vocab: Vocab, records: Iterable[Record], batch_size: int,
                     device: str | torch.device, task: Task | None = None, decoding: Decoding = OWN):
     """Each batch of ``records`` (:func:`made_batches`) decoded as ``decoding`` says: ``(chunk, batch,
@@ -50,7 +57,7 @@ def decoded_batches(model: RationaleModel, vocab: Vocab, records: Iterable[Recor
     model.eval()
     try:
         for chunk, batch in made_batches(records, vocab, batch_size, device, task):
-            yield (chunk, batch, *model.decode(batch.ids, batch.mask, batch.visible, decoding))
+            yield (chunk, batch, *decode_batch(model, batch, decoding))
     finally:
         model.train(was_training)
 
@@ -118,13 +125,18 @@ def evaluate(model, vocab, task, records, *, batch_size=64, device="cpu", decodi
     return {"loss": sum(losses) / max(len(losses), 1), **task_scores.result(), **rationale.result()}
 
 
-def asked_decoding(loaded, *, rate: str | None = None, coherence: float | None = None) -> Decoding:
+def asked_decoding(loaded, *, rate: str | None = None, coherence: float | None = None,
+                   sentences: bool = False) -> Decoding:
     """The decoding a user asked of the run ``loaded`` (its ``config`` and ``model``): each
     document at ``rate`` (a share or a count, ``--rate``) and/or with ``coherence`` as the
-    cost per transition (``--coherence``, :mod:`models.decoding`); one error line otherwise."""
+    cost per transition (``--coherence``) or in whole ``sentences`` (``--sentences``,
+    :mod:`models.decoding`); one error line otherwise."""
     if coherence is not None and coherence < 0:
         raise UserError(f"--coherence {coherence}: expected a number >= 0")
-    return Decoding(rate=None if rate is None else rate_budget(loaded.config, rate), coherence=coherence)
+    if coherence is not None and sentences:
+        raise UserError("--coherence and --sentences: choose one (runs at a transition cost, or whole sentences)")
+    return Decoding(rate=None if rate is None else rate_budget(loaded.config, rate), coherence=coherence,
+                    sentences=sentences)
 
 
 def rate_budget(config, rate: str) -> Budget:
@@ -138,9 +150,11 @@ def rate_budget(config, rate: str) -> Budget:
 
 
 def at_corpus_rate(loaded, rate: str, records: Iterable[Record], *, coherence: float | None = None,
-                   batch_size: int = 64, device: str | torch.device = "cpu") -> tuple[Decoding, float]:
+                   sentences: bool = False, batch_size: int = 64,
+                   device: str | torch.device = "cpu") -> tuple[Decoding, float]:
     """Every document decoded at one score threshold that keeps the share ``rate`` of all the
-    ``records``' tokens (:func:`corpus_threshold`; ``--rate-over corpus``), and that share."""
+    ``records``' tokens (:func:`corpus_threshold`; ``--rate-over corpus``), and that share; with
+    ``sentences``, each document's count of them is then placed in whole sentences."""
     share = rate_budget(loaded.config, rate).share
     if share is None:
         raise UserError(f"--rate {rate} --rate-over corpus: expected a share of the corpus's tokens, not a count")
@@ -149,13 +163,15 @@ def at_corpus_rate(loaded, rate: str, records: Iterable[Record], *, coherence: f
                                      device=device, coherence=coherence)
     except ValueError as err:
         raise UserError(f"--rate-over corpus: {err}") from None
-    return Decoding(threshold=threshold, coherence=coherence), share
+    return Decoding(threshold=threshold, coherence=coherence, sentences=sentences), share
 
 
 def decoding_metrics(decoding: Decoding, corpus_share: float | None = None) -> dict:
-    """What evaluate reports, beside its metrics, of a decoding at a transition cost or over a
-    corpus (a rate per document is in the metrics themselves)."""
+    """What evaluate reports, beside its metrics, of a decoding at a transition cost, in sentences
+    or over a corpus (a rate per document is in the metrics themselves)."""
     reported = {} if decoding.coherence is None else {"test_coherence": decoding.coherence}
+    if decoding.sentences:
+        reported["test_sentences"] = True
     if corpus_share is not None:
         reported.update(test_rate=corpus_share, test_rate_over="corpus", test_threshold=decoding.threshold)
     return reported

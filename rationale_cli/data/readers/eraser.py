@@ -4,7 +4,8 @@ A dataset directory holds ``train.jsonl``, ``val.jsonl``, ``test.jsonl`` and the
 documents: ``docs/<docid>`` files, or one ``docs.jsonl`` of ``{"docid", "document"}``
 lines. Documents are pre-tokenized text, one sentence a line, tokens joined by single
 spaces; token indices count tokens over the whole document exactly as ERASER's own
-code does (:func:`file_tokens`, :func:`jsonl_tokens`), so spans mean the same here. Each annotation line names its document
+code does (:func:`file_lines`, :func:`jsonl_lines`), so spans mean the same here, and the
+lines are kept as the document's sentences. Each annotation line names its document
 (``annotation_id``, or the ``docid`` of its evidences), its class
 (``classification``), an optional ``query`` (BoolQ, FEVER, MultiRC, CoS-E) and gold
 ``evidences``: groups of spans with ``start_token``/``end_token`` (end exclusive).
@@ -21,7 +22,7 @@ from typing import Callable, Iterator
 
 from rationale_cli.runtime.errors import UserError, where
 from rationale_cli.data.readers.common import check_spans, iter_lines, merge_spans, parse_json_object
-from rationale_cli.data.records import Record
+from rationale_cli.data.records import Record, Span
 
 SPLITS = ("train", "val", "test")
 
@@ -37,36 +38,50 @@ def split_file(path: str | Path, split: str | None = None) -> Path:
     return path / f"{split}.jsonl"
 
 
-def file_tokens(text: str) -> list[str]:
-    """A ``docs/`` file's tokens as ERASER counts them: its lines stripped, empty lines left
-    out, each split on single spaces with empty pieces left out."""
-    return [token for line in text.split("\n") for token in line.strip().split(" ") if token]
+def file_lines(text: str) -> list[list[str]]:
+    """A ``docs/`` file's tokens, line by line, as ERASER counts them: its lines stripped,
+    empty lines left out, each split on single spaces with empty pieces left out."""
+    lines = ([token for token in line.strip().split(" ") if token] for line in text.split("\n"))
+    return [line for line in lines if line]
 
 
-def jsonl_tokens(text: str) -> list[str]:
-    """A ``docs.jsonl`` document's tokens as ERASER counts them: each line stripped and split
-    on single spaces, empty pieces (and lines) kept as tokens."""
-    return [token for line in text.split("\n") for token in line.strip().split(" ")]
+def jsonl_lines(text: str) -> list[list[str]]:
+    """A ``docs.jsonl`` document's tokens, line by line, as ERASER counts them: each line
+    stripped and split on single spaces, empty pieces (and lines) kept as tokens."""
+    return [line.strip().split(" ") for line in text.split("\n")]
 
 
-def read_doc(doc: Path, at: str) -> list[str]:
-    """The tokens of one ``docs/`` file, all lines together."""
+Document = tuple[list[str], list[Span]]  # tokens, and the token span of each line (a sentence)
+
+
+def joined(lines: list[list[str]]) -> Document:
+    """The tokens of all ``lines`` in order, and each line's span of them."""
+    tokens: list[str] = []
+    spans = []
+    for line in lines:
+        spans.append((len(tokens), len(tokens) + len(line)))
+        tokens += line
+    return tokens, spans
+
+
+def read_doc(doc: Path, at: str) -> Document:
+    """The tokens of one ``docs/`` file, all lines together, and its lines' spans."""
     try:
-        tokens = file_tokens(doc.read_text(encoding="utf-8"))
+        document = joined(file_lines(doc.read_text(encoding="utf-8")))
     except FileNotFoundError:
         raise UserError(f"{at}: document {doc} not found") from None
     except UnicodeDecodeError:
         raise UserError(f"{doc}: expected UTF-8 text") from None
     except OSError as err:
         raise UserError(f"{doc}: cannot read ({err.strerror or err})") from None
-    if not tokens:
+    if not document[0]:
         raise UserError(f"{doc}: empty document, expected at least one token")
-    return tokens
+    return document
 
 
-def docs_jsonl(file: Path) -> dict[str, list[str]]:
-    """Every document of a ``docs.jsonl``: docid -> tokens."""
-    docs: dict[str, list[str]] = {}
+def docs_jsonl(file: Path) -> dict[str, Document]:
+    """Every document of a ``docs.jsonl``: docid -> tokens and lines' spans."""
+    docs: dict[str, Document] = {}
     for line_no, line in iter_lines(file):
         if not line.strip():
             continue
@@ -77,16 +92,16 @@ def docs_jsonl(file: Path) -> dict[str, list[str]]:
             raise UserError(f"{at}: expected a document line with 'docid' and 'document' strings")
         if not text.split():
             raise UserError(f"{at}: empty document, expected at least one token")
-        docs[docid] = jsonl_tokens(text)
+        docs[docid] = joined(jsonl_lines(text))
     return docs
 
 
-def doc_reader(folder: Path) -> Callable[[str, str], list[str]]:
-    """Tokens of a document by id: from ``docs/`` or, without it, ``docs.jsonl``."""
+def doc_reader(folder: Path) -> Callable[[str, str], Document]:
+    """Tokens and lines' spans of a document by id: from ``docs/`` or, without it, ``docs.jsonl``."""
     if not (folder / "docs").is_dir() and (folder / "docs.jsonl").is_file():
         docs = docs_jsonl(folder / "docs.jsonl")
 
-        def from_jsonl(docid: str, at: str) -> list[str]:
+        def from_jsonl(docid: str, at: str) -> Document:
             if docid not in docs:
                 raise UserError(f"{at}: document {docid!r} is not in {folder / 'docs.jsonl'}")
             return docs[docid]
@@ -138,7 +153,7 @@ def iter_eraser(path: str | Path, split: str | None = None) -> Iterator[Record]:
             raise UserError(f"{at}: an annotation over several documents ({', '.join(docids)}, as in e-SNLI) "
                             "is not supported: each annotation must read one document")
         docid = docids[0] if docids else annotation_id
-        tokens = document(docid, at)
+        tokens, lines = document(docid, at)
         spans = [(ev["start_token"], ev["end_token"]) for ev in flat]
         nonempty = check_spans([span for span in spans if span[0] != span[1]], len(tokens), at, "evidence")
         query = obj.get("query")
@@ -151,6 +166,7 @@ def iter_eraser(path: str | Path, split: str | None = None) -> Iterator[Record]:
             docid=docid,
             query=query.split() or None if isinstance(query, str) else None,
             evidence=[span for span in spans if 0 <= span[0] <= span[1] <= len(tokens)],
+            sentences=lines,
         )
 
 
