@@ -57,7 +57,8 @@ def main() -> None:
     parser.add_argument("--support", type=Path, required=True, help="a trained run on ERASER movies")
     parser.add_argument("--data-dir", default="../shared/data", help="folder holding eraser_movies/ and glove_6B_50d_subset/")
     parser.add_argument("--rate", default="0.2", help="each document's rationale size (--rate)")
-    parser.add_argument("--costs", type=float, nargs="+", default=[0.0, 0.3, 1.0, 2.0])
+    parser.add_argument("--costs", type=float, nargs="*", default=[0.0, 0.3, 1.0, 2.0],
+                        help="transition costs to try (none: only --sentences)")
     parser.add_argument("--sentences", action="store_true", help="also try whole sentences (--sentences)")
     parser.add_argument("--encoder", default="cnn", help="the new model's encoder")
     parser.add_argument("--seed", type=int, default=0)
@@ -71,6 +72,8 @@ def main() -> None:
     candidates = {f"{cost:g}": Decoding(rate=args.rate, coherence=cost) for cost in args.costs}
     if args.sentences:
         candidates["sentences"] = Decoding(rate=args.rate, sentences=True)
+    if not candidates:
+        parser.error("nothing to try: give --costs or --sentences")
     tried = {}
     for name, decoding in candidates.items():
         folder = runs / folder_name(name)

