@@ -26,6 +26,11 @@ def movies_inputs(data_dir: str) -> tuple[Path, Path]:
     return root / "eraser_movies", root / GLOVE
 
 
+def vectors_name(path: Path) -> str:
+    """How a results row names its word vectors: the GloVe subset, or the file's name."""
+    return "glove 50d" if path.name == Path(GLOVE).name else path.name
+
+
 def git_commit() -> str:
     try:
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)

@@ -39,7 +39,7 @@ from pathlib import Path
 from models.selectors import option_specs
 from rationale_cli.data.readers import read_records
 
-from common import append_result, git_commit, invocation, movies_inputs, rationale
+from common import append_result, git_commit, invocation, movies_inputs, rationale, vectors_name
 from report import write_report
 
 
@@ -132,6 +132,7 @@ def main() -> None:
     parser.add_argument("--data-dir", default="../shared/data", help="folder holding eraser_movies/ and glove_6B_50d_subset/")
     parser.add_argument("--extractors", nargs="+", default=["attention", "hardkuma"])
     parser.add_argument("--encoder", default="cnn")
+    parser.add_argument("--vectors", type=Path, default=None, help="word vectors (default: the GloVe 6B 50-d subset)")
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--budget", default="0.2", help="--budget for extractors that take a rate")
     parser.add_argument("--seed", type=int, default=0)
@@ -147,6 +148,7 @@ def main() -> None:
     args = parser.parse_args()
     extra = [a for a in args.train_args if a != "--"]
     data, vectors = movies_inputs(args.data_dir)
+    vectors = args.vectors.resolve() if args.vectors else vectors
     runs = Path(args.runs) if args.runs else Path(tempfile.mkdtemp(prefix="eraser-runs-"))
     commit = git_commit()
     checks = {}
@@ -183,6 +185,7 @@ def main() -> None:
         cls = eraser["classification_scores"]
         append_result({
             "benchmark": "eraser", "dataset": "movies", "extractor": extractor, "encoder": args.encoder,
+            "vectors": vectors_name(vectors),
             "budget": args.budget if budget else None, "epochs": args.epochs, "seed": args.seed,
             "accuracy": cls["accuracy"], "majority_accuracy": evaluated["majority_accuracy"],
             "selection_rate": evaluated["selection_rate"], "gold_share": evaluated["gold_share"],

@@ -28,7 +28,7 @@ import rationale_cli as rationale_api
 from models.decoding import Decoding
 from rationale_cli.data.readers import read_records
 
-from common import append_result, git_commit, invocation, movies_inputs, rationale
+from common import append_result, git_commit, invocation, movies_inputs, rationale, vectors_name
 from report import write_report
 
 
@@ -60,6 +60,8 @@ def main() -> None:
     parser.add_argument("--costs", type=float, nargs="*", default=[0.0, 0.3, 1.0, 2.0],
                         help="transition costs to try (none: only --sentences)")
     parser.add_argument("--sentences", action="store_true", help="also try whole sentences (--sentences)")
+    parser.add_argument("--vectors", type=Path, default=None, help="the new model's word vectors (default: the "
+                        "GloVe 6B 50-d subset)")
     parser.add_argument("--encoder", default="cnn", help="the new model's encoder")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--runs", default=None, help="keep the new runs here (default: a temporary folder)")
@@ -67,6 +69,7 @@ def main() -> None:
     args = parser.parse_args()
     extra = [a for a in args.train_args if a != "--"]
     data, vectors = movies_inputs(args.data_dir)
+    vectors = args.vectors.resolve() if args.vectors else vectors
     runs = Path(args.runs) if args.runs else Path(tempfile.mkdtemp(prefix="eraser-fresh-"))
     support = rationale_api.load(args.support, device="cpu")
     candidates = {f"{cost:g}": Decoding(rate=args.rate, coherence=cost) for cost in args.costs}
@@ -99,6 +102,7 @@ def main() -> None:
     append_result({
         "benchmark": "eraser_fresh", "dataset": "movies", "support": str(args.support),
         "support_extractor": config["extractor"], "support_encoder": config["encoder"], "encoder": args.encoder,
+        "vectors": vectors_name(vectors),
         "rate": args.rate, "coherence": None if best == "sentences" else float(best), "sentences": best == "sentences",
         "chosen_on": "validation", "validation_loss": {name: tried[name]["validation_loss"] for name in candidates},
         "shares": tried[best]["shares"],

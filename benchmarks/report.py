@@ -409,9 +409,9 @@ def write_report() -> None:
     out.append(eraser_section(prose, rows))
     out.append(timing_section(
         prose, rows, "eraser_fresh",
-        ["support run", "rate", "decoding (validation loss of each tried)", "accuracy", "support's accuracy",
+        ["support run, vectors", "rate", "decoding (validation loss of each tried)", "accuracy", "support's accuracy",
          "spans / doc", "precision %", "token F1 micro / macro", "IOU F1 micro / macro"],
-        lambda r: [f"{r['support_extractor']} {r['support_encoder']}", r["rate"],
+        lambda r: [f"{r['support_extractor']} {r['support_encoder']}, {r.get('vectors', 'glove 50d')}", r["rate"],
                    f"{fresh_choice(r)} ({', '.join(f'{c}: {v:.3f}' for c, v in r['validation_loss'].items())})",
                    pct(r["accuracy"]), pct(r["support_accuracy"]), f"{r['spans']:.1f}", pct(r["precision"]),
                    f"{r['token_f1_micro']:.3f} / {r['token_f1_macro']:.3f}",
@@ -442,7 +442,8 @@ def eraser_section(prose: dict[str, Template], rows: list[dict]) -> str:
     lines = []
     for r in chosen:
         lines.append(
-            f"| {r['extractor']} | {r['encoder']} | {r['budget'] or '-'} | {r['epochs']} | {decoded(r)} "
+            f"| {r['extractor']} | {r['encoder']}, {r.get('vectors', 'glove 50d')} | {r['budget'] or '-'} "
+            f"| {r['epochs']} | {decoded(r)} "
             f"| {pct(r['accuracy'])} ({pct(r['majority_accuracy'])}) | {pct(r['selection_rate'])} "
             f"| {num(r.get('spans'), 1)} | {pct(r['gold_share'])} | {pct(r['precision'])} "
             f"| {num(r['token_f1_micro'])} / {num(r['token_f1_macro'])} "
