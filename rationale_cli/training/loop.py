@@ -41,11 +41,9 @@ def training_loss(model, task: Task, batch: Batch, guidance: float = 0.0) -> tup
     ``+ g * (task_loss(full) + (weights * D(full || rationale)).sum(-1)).mean()``, ``D``
     (:meth:`Task.divergence`) against the full text's detached output, which pulls the rationale's
     prediction toward it."""
-    selection, outputs = model(batch.ids, batch.mask, batch.visible, full_text=True) if guidance else \
-        model(batch.ids, batch.mask, batch.visible)
+    selection, outputs = model(batch.ids, batch.mask, batch.visible, full_text=bool(guidance))
     targets = batch.targets.unsqueeze(1).expand(selection.weights.shape)
-    if guidance:
-        outputs, full = outputs[:, :-1], outputs[:, -1:]
+    outputs, full = outputs[:, : targets.shape[1]], outputs[:, targets.shape[1]:]  # full: [B, 1] with guidance
     task_loss = task.loss(outputs, targets)
     loss = (selection.weights * task_loss).sum(-1).mean() + selection.penalty
     if guidance:
