@@ -18,7 +18,7 @@ class Placed(torch.nn.Module):
         super().__init__()
         self.good, self.telling = good, telling
 
-    def decode(self, ids, mask, visible=None, decoding=None, sentences=None):
+    def decode(self, ids, mask, visible=None, decoding=None):
         z = torch.zeros_like(mask)
         has = (ids == self.good).any(1) if self.telling else torch.ones(len(ids), dtype=torch.bool)
         z[has, :3] = 1.0

@@ -44,8 +44,8 @@ def rounded(values: Tensor, decimals: int) -> Tensor:
 def decode_batch(model: RationaleModel, batch: Batch, decoding: Decoding = OWN) -> tuple[Tensor, Tensor, Tensor]:
     """``model.decode`` of ``batch`` as ``decoding`` says, with the batch's sentences when it
     asks for them."""
-    return model.decode(batch.ids, batch.mask, batch.visible, decoding,
-                        batch.sentences() if decoding.sentences else None)
+    asked = {"sentences": batch.sentences()} if decoding.sentences else {}
+    return model.decode(batch.ids, batch.mask, batch.visible, decoding, **asked)
 
 
 def decoded_batches(model: RationaleModel, vocab: Vocab, records: Iterable[Record], batch_size: int,
