@@ -364,6 +364,12 @@ def write_report() -> None:
                    f"{100 * r['precision']:.1f}", f"{100 * r['recall']:.1f}", f"{100 * r['selection_rate']:.1f}",
                    f"{r['spans']:.1f}" if r.get("spans") is not None else "-", f"{r['train_seconds']:.0f}"]))
     out.append(timing_section(
+        prose, rows, "leakage",
+        ["run", "extractor", "selector / predictor encoder", "selected %", "trained on", "probe", "chance"],
+        lambda r: [Path(r["run"]).name + f" on {Path(r['data']).name}", r["extractor"],
+                   f"{r['selector_encoder']} / {r['predictor_encoder']}", pct(r["selection_rate"]),
+                   f"{r['documents']:,}", f"{r['probe']:.3f} ({r['measure']})", f"{r['chance']:.3f}"]))
+    out.append(timing_section(
         prose, rows, "step_cost",
         ["variant", "encoder", "B x T", "device", "threads", "ms / step", "x full"],
         lambda r: [r["variant"], r["encoder"], f"{r['batch']} x {'/'.join(map(str, r.get('batches', [r['length']])))}",
