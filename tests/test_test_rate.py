@@ -160,6 +160,12 @@ def test_evaluate_predict_and_explain_decode_with_a_transition_cost(tmp_path):
         assert result.exit_code == 0, result.output
         marks[name] = page.read_text().count("<mark")
     assert 0 < marks["costly"] < marks["own"]  # explain draws the spans predict writes
+    page = tmp_path / "rate.html"
+    result = runner.invoke(app, ["explain", str(run), "--input", "demo", "--limit", "0", "--rate", "k=1", "--html",
+                                 str(page)])
+    assert result.exit_code == 0, result.output
+    documents = page.read_text().split("<section", 1)[1]  # after the legend
+    assert documents.count("<mark") == 300  # one token for each of the 300 documents
     result = runner.invoke(app, ["predict", str(run), "demo", "--coherence", "0.5", "--engine", "dask",
                                  "--out", str(tmp_path / "dask.parquet")])
     assert result.exit_code == 2 and "--coherence is not available with --engine dask" in result.output

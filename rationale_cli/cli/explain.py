@@ -7,8 +7,9 @@ from typing import Optional
 
 import typer
 
-from rationale_cli.cli._util import (ASPECT_HELP, COHERENCE_HELP, DEVICE_HELP, FORMAT_HELP, RUN_HELP, SENTENCES_HELP,
-                                     Command, app, check_at_least, friendly, load_for_inference, stderr, stdout)
+from rationale_cli.cli._util import (ASPECT_HELP, COHERENCE_HELP, DEVICE_HELP, FORMAT_HELP, RATE_HELP, RUN_HELP,
+                                     SENTENCES_HELP, Command, app, check_at_least, friendly, load_for_inference,
+                                     stderr, stdout)
 from rationale_cli.runs.inference import asked_decoding
 from rationale_cli.runtime.atomic import writable_target
 
@@ -23,6 +24,7 @@ def explain(
     aspect: Optional[int] = typer.Option(None, help=ASPECT_HELP),
     limit: int = typer.Option(5, help="Explain at most this many documents from --input, 0 = all."),
     html: Optional[Path] = typer.Option(None, help="Also write a self-contained HTML page here."),
+    rate: Optional[str] = typer.Option(None, help=RATE_HELP),
     coherence: Optional[float] = typer.Option(None, help=COHERENCE_HELP),
     sentences: bool = typer.Option(False, "--sentences", help=SENTENCES_HELP),
     device: str = typer.Option("auto", help=DEVICE_HELP),
@@ -37,7 +39,7 @@ def explain(
     if html is not None and str(html) != "-":
         writable_target(html)
     loaded, dev = load_for_inference(run, device)
-    decoding = asked_decoding(loaded, coherence=coherence, sentences=sentences)
+    decoding = asked_decoding(loaded, rate=rate, coherence=coherence, sentences=sentences)
     results, more = explain_documents(loaded, dev, text=text, input=input, format=format, aspect=aspect, limit=limit,
                                       decoding=decoding)
     console = stderr() if str(html) == "-" else stdout()  # standard output holds the page then
