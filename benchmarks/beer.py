@@ -34,7 +34,6 @@ import dataclasses
 import hashlib
 import json
 import sys
-import tempfile
 from pathlib import Path
 
 from models.budget import Budget
@@ -43,7 +42,8 @@ from rationale_cli.data.readers import read_records
 from rationale_cli.runtime.devices import resolve_device
 from rationale_cli.training.trainer import split_validation
 
-from common import GLOVE, append_result, device_name, git_commit, invocation, rationale, rationale_command
+from common import (GLOVE, append_result, device_name, git_commit, invocation, rationale, rationale_command,
+                    runs_folder)
 from cross_fit import cross_fit
 from report import write_report
 
@@ -166,7 +166,7 @@ def main() -> None:
     data = Path(args.data_dir)
     commit = git_commit()  # the code the runs start from (the checkout may move on while they train)
     default_targets = {0: 0.13, 1: 0.07, 2: 0.07, 3: 0.07, 4: 0.07}
-    runs = Path(args.runs) if args.runs else Path(tempfile.mkdtemp(prefix="beer-runs-"))
+    runs = runs_folder(args.runs, "beer-runs-")
     extra = [a for a in args.train_args if a != "--"]
     vectors = args.embeddings or str(data / GLOVE)
     # runs with other options (or other vectors) apart

@@ -9,6 +9,7 @@ import shlex
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Callable, Iterator
@@ -20,10 +21,16 @@ RESULTS = ROOT / "benchmarks" / "results.jsonl"
 GLOVE = Path("glove_6B_50d_subset") / "glove.6B.50d.subset.txt.gz"  # under the data folder
 
 
-def movies_inputs(data_dir: str) -> tuple[Path, Path]:
-    """ERASER movies and the GloVe 6B 50-d subset under the data folder ``data_dir``."""
+def movies_inputs(data_dir: str, vectors: Path | None = None) -> tuple[Path, Path]:
+    """ERASER movies under the data folder ``data_dir``, and ``vectors`` or, without them, the
+    GloVe 6B 50-d subset there."""
     root = Path(data_dir).resolve()
-    return root / "eraser_movies", root / GLOVE
+    return root / "eraser_movies", vectors.resolve() if vectors else root / GLOVE
+
+
+def runs_folder(given: str | None, prefix: str) -> Path:
+    """Where a benchmark keeps its run directories: ``given``, or a new temporary folder."""
+    return Path(given) if given else Path(tempfile.mkdtemp(prefix=prefix))
 
 
 def vectors_name(path: Path) -> str:

@@ -33,13 +33,12 @@ import random
 import shlex
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 from models.selectors import option_specs
 from rationale_cli.data.readers import read_records
 
-from common import append_result, git_commit, invocation, movies_inputs, rationale, vectors_name
+from common import append_result, git_commit, invocation, movies_inputs, rationale, runs_folder, vectors_name
 from report import write_report
 
 
@@ -147,9 +146,8 @@ def main() -> None:
     parser.add_argument("train_args", nargs=argparse.REMAINDER, help="after --: extra options for `rationale train`")
     args = parser.parse_args()
     extra = [a for a in args.train_args if a != "--"]
-    data, vectors = movies_inputs(args.data_dir)
-    vectors = args.vectors.resolve() if args.vectors else vectors
-    runs = Path(args.runs) if args.runs else Path(tempfile.mkdtemp(prefix="eraser-runs-"))
+    data, vectors = movies_inputs(args.data_dir, args.vectors)
+    runs = runs_folder(args.runs, "eraser-runs-")
     commit = git_commit()
     checks = {}
     if args.official:

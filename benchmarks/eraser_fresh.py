@@ -3,14 +3,14 @@ Rationalize by Construction", section 3): a trained run's rationales become the 
 model reads.
 
 For each cost of ``--costs`` (and, with ``--sentences``, whole sentences), the run in
-``--support`` decodes the train, val and test splits at ``--rate`` with that cost per transition
+``--support`` decodes the train and val splits at ``--rate`` with that cost per transition
 (``--coherence``, :mod:`models.coherent`: the same tokens per document, placed in runs) or in
 the sentences that hold them (``--sentences``); a full-text model with the same encoder and
 vectors is trained on the train split's rationales alone (the selected words, in order, gaps
 closed) and validated on the val split's. The decoding of lowest validation loss of that new
-model is chosen (gold rationales play no part); its model is tested once on the test split's
-rationales, and the run's test rationales decoded that way are scored with ERASER's metrics
-(``rationale evaluate``).
+model is chosen (gold rationales play no part); only then is the test split decoded that way,
+the new model tested once on its rationales, and the run's test rationales scored with ERASER's
+metrics (``rationale evaluate``).
 One row per support run (``benchmark: eraser_fresh``) in results.jsonl; RESULTS.md is
 regenerated.
 
@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import tempfile
 from pathlib import Path
 
 import rationale_cli as rationale_api
 from models.decoding import Decoding
 from rationale_cli.data.readers import read_records
 
-from common import append_result, git_commit, invocation, movies_inputs, rationale, vectors_name
+from common import append_result, git_commit, invocation, movies_inputs, rationale, runs_folder, vectors_name
 from report import write_report
 
 
@@ -68,9 +67,8 @@ def main() -> None:
     parser.add_argument("train_args", nargs=argparse.REMAINDER, help="after --: options for the new model's training")
     args = parser.parse_args()
     extra = [a for a in args.train_args if a != "--"]
-    data, vectors = movies_inputs(args.data_dir)
-    vectors = args.vectors.resolve() if args.vectors else vectors
-    runs = Path(args.runs) if args.runs else Path(tempfile.mkdtemp(prefix="eraser-fresh-"))
+    data, vectors = movies_inputs(args.data_dir, args.vectors)
+    runs = runs_folder(args.runs, "eraser-fresh-")
     support = rationale_api.load(args.support, device="cpu")
     candidates = {f"{cost:g}": Decoding(rate=args.rate, coherence=cost) for cost in args.costs}
     if args.sentences:
@@ -82,7 +80,7 @@ def main() -> None:
         folder = runs / folder_name(name)
         folder.mkdir(parents=True, exist_ok=True)
         shares = {split: write_rationales(support, data, split, decoding, folder / f"{split}.jsonl")
-                  for split in ("train", "val", "test")}
+                  for split in ("train", "val")}
         command, seconds = rationale("train", "--data", str(folder / "train.jsonl"), "--valid", str(folder / "val.jsonl"),
                                      "--extractor", "full", "--encoder", args.encoder, "--embeddings", str(vectors),
                                      "--seed", str(args.seed), "--out", str(folder / "run"), "--force", *extra)
@@ -93,9 +91,12 @@ def main() -> None:
     best = min(candidates, key=lambda name: tried[name]["validation_loss"])
     folder = runs / folder_name(best)
     chosen = ["--sentences"] if best == "sentences" else ["--coherence", best]
+    # the test split, once: the chosen decoding's rationales, the new model on them, the support's scores
+    tried[best]["shares"]["test"] = write_rationales(support, data, "test", candidates[best], folder / "test.jsonl")
     rationale("evaluate", str(folder / "run"), str(folder / "test.jsonl"), "--no-faithfulness",
               "--json", str(folder / "test.json"))
-    rationale("evaluate", str(args.support), str(data), "--no-faithfulness", "--rate", args.rate, *chosen, "--json", str(folder / "support.test.json"))
+    rationale("evaluate", str(args.support), str(data), "--no-faithfulness", "--rate", args.rate, *chosen,
+              "--json", str(folder / "support.test.json"))
     test, selected = json.loads((folder / "test.json").read_text()), json.loads((folder / "support.test.json").read_text())
     eraser = selected["eraser"]  # ERASER's scores, as `rationale score` gives them (eraser.py checks the two agree)
     config = json.loads((args.support / "config.json").read_text())

@@ -63,8 +63,8 @@ def demo(
                  per_document=None, faithfulness=True, rate=None, rate_over="document", coherence=None,
                  sentences=False, epoch=None, batch_size=64, device="auto")
         stderr().rule("3/3  explain three test reviews")
-        explain(run=workdir, text=None, input="demo", format="auto", aspect=None, limit=3, html=None, rate=None, coherence=None,
-                sentences=False, device="auto")
+        explain(run=workdir, text=None, input="demo", format="auto", aspect=None, limit=3, html=None, rate=None,
+                coherence=None, sentences=False, device="auto")
     finally:
         if out is None:
             remove_run(workdir)

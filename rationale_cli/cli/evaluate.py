@@ -8,10 +8,10 @@ from typing import Optional
 
 import typer
 
-from rationale_cli.cli._util import (ASPECT_HELP, BATCH_HELP, COHERENCE_HELP, SENTENCES_HELP, DEVICE_HELP, FORMAT_HELP,
-                                     PER_DOCUMENT_HELP, RATE_HELP, RATE_OVER_HELP, RUN_HELP, SPLIT_HELP, Command, app,
-                                     check_at_least, check_rate_over, friendly, load_for_inference, on_stderr,
-                                     parse_decoding, print_scores)
+from rationale_cli.cli._util import (ASPECT_HELP, BATCH_HELP, COHERENCE_HELP, DEVICE_HELP, FORMAT_HELP,
+                                     PER_DOCUMENT_HELP, RATE_HELP, RATE_OVER_HELP, RUN_HELP, SENTENCES_HELP,
+                                     SPLIT_HELP, Command, app, check_at_least, check_rate_over, friendly,
+                                     load_for_inference, on_stderr, parse_decoding, print_scores)
 from rationale_cli.runs.inference import asked_decoding
 
 

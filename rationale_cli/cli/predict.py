@@ -10,8 +10,8 @@ from rich.text import Text
 
 from rationale_cli.annotation.engine import UNKNOWN_WARNING, WINDOW
 from rationale_cli.cli._util import (ASPECT_HELP, BATCH_HELP, COHERENCE_HELP, DEVICE_HELP, FORMAT_HELP, RATE_HELP,
-                                     RATE_OVER_HELP, RUN_HELP, SENTENCES_HELP, SPLIT_HELP, Command, app, check_at_least,
-                                     check_rate_over, friendly, load_for_inference, parse_decoding,
+                                     RATE_OVER_HELP, RUN_HELP, SENTENCES_HELP, SPLIT_HELP, Command, app,
+                                     check_at_least, check_rate_over, friendly, load_for_inference, parse_decoding,
                                      progress_reporter, signal_name, stderr)
 from rationale_cli.runs.inference import asked_decoding
 from rationale_cli.runtime.errors import UserError
@@ -72,8 +72,8 @@ def predict(
                           shard=shard, threads=threads, workers=workers, device=device, engine=engine,
                           whole_input=rate_over == "corpus")
     if job.engine == "dask":
-        asked = [name for name, value in (("rate", rate), ("coherence", coherence), ("sentences", sentences or None))
-                 if value is not None]
+        asked = [name for name, given in (("rate", rate is not None), ("coherence", coherence is not None),
+                                          ("sentences", sentences)) if given]
         if asked:
             raise UserError(f"--{asked[0]} is not available with --engine dask")
         count = annotate_on_dask(job, scheduler)

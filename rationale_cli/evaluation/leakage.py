@@ -124,7 +124,8 @@ def cross_fitted_probe(masks: Sequence[Tensor], labels: Sequence, *, folds: int 
         raise UserError(f"the leakage probe needs at least 2 documents with labels, found {len(masks)}")
     outputs, chance = [None] * len(masks), torch.zeros_like(targets)
     for part in parts:
-        rest = [i for i in order if i not in set(part)]
+        held_out = set(part)
+        rest = [i for i in order if i not in held_out]
         probe = fitted_probe(task, [masks[i] for i in rest], targets[rest], updates, seed)
         for i, out in zip(part, probe([masks[i] for i in part])):
             outputs[i] = out
