@@ -32,6 +32,7 @@ from torch import nn
 
 from models.encoders import ENCODERS, CNNEncoder, Encoder, L2XEncoder, build_encoder
 from models.encoders.hf import HFEncoder, Pretrained
+from models.native.dropout import Dropout
 
 
 TRANSFORMER = "hf"  # the pretrained transformer: an architecture and a side of its own
@@ -64,7 +65,7 @@ def _same_encoder(kind: str) -> Callable[[int, int, int, float], Architecture]:
     def build(input_size: int, hidden_size: int, outputs: int, dropout: float) -> Architecture:
         selector = build_encoder(kind, input_size, hidden_size, dropout=dropout)
         predictor = build_encoder(kind, input_size, hidden_size, dropout=dropout)
-        return Architecture(selector, predictor, nn.Sequential(nn.Dropout(dropout),
+        return Architecture(selector, predictor, nn.Sequential(Dropout(dropout),
                                                                nn.Linear(predictor.output_size, outputs)))
     return build
 
@@ -73,7 +74,7 @@ def _conv_predictor(selector: Callable[[int, int, float], Encoder]) -> Callable[
     """``selector(input_size, hidden_size, dropout)`` and the D.6 convolutional predictor and head."""
     def build(input_size: int, hidden_size: int, outputs: int, dropout: float) -> Architecture:
         return Architecture(selector(input_size, hidden_size, dropout), CNNEncoder(input_size, hidden_size, layers=2),
-                            nn.Sequential(nn.Dropout(dropout), nn.Linear(hidden_size, hidden_size), nn.ReLU(),
+                            nn.Sequential(Dropout(dropout), nn.Linear(hidden_size, hidden_size), nn.ReLU(),
                                           nn.Linear(hidden_size, outputs)))
     return build
 
@@ -120,7 +121,7 @@ def build_architecture(name: str, input_size: int, hidden_size: int, outputs: in
                              f"{', '.join(SIDES)}")
         first = side(kinds[0], input_size, hidden_size, dropout, pretrained) if needs_selector else None
         second = side(kinds[1], input_size, hidden_size, dropout, pretrained)
-        parts = Architecture(first, second, nn.Sequential(nn.Dropout(dropout), nn.Linear(second.output_size, outputs)))
+        parts = Architecture(first, second, nn.Sequential(Dropout(dropout), nn.Linear(second.output_size, outputs)))
     else:
         parts = ARCHITECTURES[name].build(input_size, hidden_size, outputs, dropout)
     if not needs_selector:

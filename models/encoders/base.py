@@ -10,6 +10,8 @@ from typing import Callable
 import torch
 from torch import Tensor, nn
 
+from models.native.dropout import Dropout
+
 
 VOCABULARY_PRODUCTS = 32 << 20  # at most this many numbers in a kept vocabulary-wide product table
 # id of a layer's weight -> (what the products were made of: the weight's and the embeddings'
@@ -134,7 +136,7 @@ class RecurrentEncoder(Encoder):
         self.hidden_size = hidden_size
         self.bidirectional = bidirectional
         self.output_size = self.directions * hidden_size
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor, mask: Tensor, tokens: TokenRows | None = None,
                 skip: bool = False, dropped: bool = False) -> tuple[Tensor, Tensor]:

@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from models.encoders.base import Encoder, TokenRows, without_grad
+from models.native.dropout import Dropout
 
 
 class CNNEncoder(Encoder):
@@ -49,7 +50,7 @@ class CNNEncoder(Encoder):
         self.hidden_size = hidden_size
         self.kernel_size = kernel_size
         self.output_size = hidden_size if layers else input_size
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         sizes = [input_size] + [hidden_size] * layers
         self.convs = nn.ModuleList(
             nn.Conv1d(sizes[i], sizes[i + 1], kernel_size, padding=kernel_size // 2) for i in range(layers)

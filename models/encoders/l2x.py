@@ -16,6 +16,7 @@ import torch
 from torch import Tensor, nn
 
 from models.encoders.base import Encoder, TokenRows
+from models.native.dropout import Dropout
 
 
 class L2XEncoder(Encoder):
@@ -23,7 +24,7 @@ class L2XEncoder(Encoder):
         super().__init__()
         self.skips_unselected = False
         self.output_size = hidden_size
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.first = nn.Conv1d(input_size, hidden_size, kernel_size, padding=kernel_size // 2)
         self.global_layer = nn.Linear(hidden_size, hidden_size)
         self.local = nn.ModuleList(nn.Conv1d(hidden_size, hidden_size, 3, padding=1) for _ in range(2))
