@@ -20,6 +20,7 @@ from models.encoders.cnn import kernel_taps, scattered_sum, shifted_sum
 from models.encoders.recurrence import (
     lstm_scan,
     lstm_scan_autograd,
+    merge_directions,
     rcnn_scan,
     rcnn_scan_autograd,
 )
@@ -388,6 +389,29 @@ def test_hand_written_backward_matches_autograd(kind):
     for a, b in zip(g_fast, g_slow):
         torch.testing.assert_close(a, b, atol=1e-10, rtol=0)
     assert torch.autograd.gradcheck(fast, tuple(args))
+
+
+@pytest.mark.parametrize("directions", [1, 2])
+def test_merged_directions_have_the_gradient_of_their_plain_slices(directions):
+    """merge_directions' one-pass backward against autograd through the slices it stands for,
+    with the states, the summary or both read (a predictor reads the summary alone)."""
+    torch.manual_seed(7)
+    D, T, B, H = directions, 6, 4, 3
+    out = torch.randn(D, T, B, H, dtype=torch.float64, requires_grad=True)
+    mask = (torch.rand(B, T, dtype=torch.float64) > 0.3).to(torch.float64)
+    states, summary = merge_directions(out, mask)
+    plain = [out[0].transpose(0, 1)] + ([out[1].flip(0).transpose(0, 1)] if D == 2 else [])
+    plain_states = torch.cat(plain, -1) * mask.unsqueeze(-1)
+    plain_summary = out[:, -1].transpose(0, 1).reshape(B, D * H)
+    assert torch.equal(states, plain_states) and torch.equal(summary, plain_summary)
+    weights = torch.randn_like(states), torch.randn_like(summary)
+    for read in ([0], [1], [0, 1]):
+        ours = torch.autograd.grad(sum(((states, summary)[i] * weights[i]).sum() for i in read), out,
+                                   retain_graph=True)[0]
+        theirs = torch.autograd.grad(sum(((plain_states, plain_summary)[i] * weights[i]).sum() for i in read), out,
+                                     retain_graph=True)[0]
+        assert torch.equal(ours, theirs)
+    assert torch.autograd.gradcheck(lambda o: merge_directions(o, mask), (out,))
 
 
 # --- construction ----------------------------------------------------------

@@ -90,6 +90,32 @@ def test_compiled_dependent_hardkuma_draws_the_same_samples_with_the_same_gradie
         torch.testing.assert_close(mine, theirs, atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.parametrize("threads", [2, 3])
+def test_the_dependent_loops_split_over_threads_give_what_one_thread_gives(threads):
+    """Rows in parts on several threads (7 rows: parts of unequal size): the same samples,
+    decodings and gradients of the states; the weights' gradients, added up over the parts,
+    equal up to the order of the sum."""
+    selector = dependent_selector(1)
+    states = torch.randn(7, 19, 12, requires_grad=True)
+    mask = torch.ones(7, 19)
+    mask[3, 10:] = 0
+    before = torch.get_num_threads()
+    try:
+        results = []
+        for count in (1, threads):
+            torch.set_num_threads(count)
+            with torch.no_grad():
+                decoded = selector.decode_with_scores(states, mask)
+            results.append((*sample_and_gradients(selector, selector.sampled, states, mask), decoded))
+    finally:
+        torch.set_num_threads(before)
+    (z1, grads1, decoded1), (z2, grads2, decoded2) = results
+    assert torch.equal(z1, z2) and torch.equal(grads1[0], grads2[0])
+    assert all(torch.equal(a, b) for a, b in zip(decoded1, decoded2))
+    for one, split in zip(grads1[1:], grads2[1:]):
+        torch.testing.assert_close(one, split, atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize("scale", [0.3, 1.0, 3.0])
 def test_compiled_dependent_hardkuma_decodes_as_the_plain_loop(scale):
     """The most likely outcome per token (0, 1 or the rectified mean), each conditioned on the

@@ -14,7 +14,9 @@ A C file is compiled on first use with the system's C compiler (``cc``, or ``$CC
 the user's cache folder (``$XDG_CACHE_HOME/rationale-cli``, else a temporary folder) and
 loaded with :mod:`ctypes`: ``pip install`` needs no compiler, and where there is none, a
 build fails, the tensors are not float32 on the CPU, or ``RATIONALE_NATIVE=0`` is set, the
-PyTorch loops run instead, with the same results up to float rounding.
+PyTorch loops run instead, with the same results up to float rounding. A loop whose rows are
+independent runs on as many threads as PyTorch uses (:func:`over_rows`; ctypes lets go of
+Python's lock during each call).
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ import platform
 import shutil
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
+from typing import Callable
 
 import torch
 from torch import Tensor
@@ -105,3 +109,24 @@ def pointers(*tensors: Tensor) -> list[int]:
     """The tensors' data addresses (each must be contiguous)."""
     assert all(x.is_contiguous() for x in tensors)
     return [x.data_ptr() for x in tensors]
+
+
+def rows_from(first: int, *tensors: Tensor) -> list[int]:
+    """The addresses of row ``first`` of each (contiguous) tensor: where a part of the rows starts."""
+    assert all(x.is_contiguous() for x in tensors)
+    return [x.data_ptr() + first * x.stride(0) * x.element_size() for x in tensors]
+
+
+def over_rows(run: Callable[[int, int], None], rows: int) -> int:
+    """``run(first, count)`` on consecutive parts of ``rows``, one per thread of PyTorch's
+    (:func:`torch.get_num_threads`), the first part in this thread; how many parts. Each part
+    must write only its own rows (or its own copy of what they add up)."""
+    parts = max(1, min(torch.get_num_threads(), rows))
+    bounds = [rows * i // parts for i in range(parts + 1)]
+    workers = [threading.Thread(target=run, args=(bounds[i], bounds[i + 1] - bounds[i])) for i in range(1, parts)]
+    for worker in workers:
+        worker.start()
+    run(bounds[0], bounds[1])
+    for worker in workers:
+        worker.join()
+    return parts

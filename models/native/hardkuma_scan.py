@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from models.native import FLOAT, INT, POINTER, declared, library, pointers, usable
+from models.native import FLOAT, INT, POINTER, declared, library, over_rows, pointers, rows_from, usable
 
 NAME = "hardkuma_scan"
 _SIZES = [INT] * 3 + [FLOAT] * 4
@@ -38,7 +38,13 @@ class _Scan(torch.autograd.Function):
         z, theta = steps.new_empty(B, T), steps.new_empty(B, T, 2)
         kept = [steps.new_empty(B, T, Z) for _ in range(4)]  # hs, c1s, c2s, lams
         inputs = (steps, head_s, cell_z, W, bias_l, bias, mask, u)
-        _loops()[0](B, T, Z, *limits, *pointers(*inputs, z, theta, *kept))
+        weights = pointers(head_s, cell_z, W, bias_l, bias)
+
+        def rows(first: int, count: int) -> None:
+            _loops()[0](count, T, Z, *limits, *rows_from(first, steps), *weights,
+                        *rows_from(first, mask, u, z, theta, *kept))
+
+        over_rows(rows, B)
         ctx.save_for_backward(*inputs, z, theta, *kept)
         ctx.limits = limits
         return z, theta
@@ -52,11 +58,17 @@ class _Scan(torch.autograd.Function):
         gz = torch.zeros_like(z) if gz is None else gz.contiguous()
         gtheta = torch.zeros_like(theta) if gtheta is None else gtheta.contiguous()
         gsteps = torch.empty_like(steps)
-        grads = [torch.zeros_like(x) for x in (head_s, cell_z, W, bias_l, bias)]
-        _loops()[1](B, T, Z, *ctx.limits,
-                    *pointers(steps, head_s, cell_z, W, bias, mask, u, z, theta, *kept, gz, gtheta, gsteps),
-                    *pointers(grads[0], grads[1], grads[2], grads[3], grads[4]))
-        return gsteps, *grads, None, None, None
+        weights = pointers(head_s, cell_z, W, bias)
+        parts: list[list[Tensor]] = []  # each part's gradients of the shared weights, added up after
+
+        def rows(first: int, count: int) -> None:
+            own = [torch.zeros_like(x) for x in (head_s, cell_z, W, bias_l, bias)]
+            _loops()[1](count, T, Z, *ctx.limits, *rows_from(first, steps), *weights,
+                        *rows_from(first, mask, u, z, theta, *kept, gz, gtheta, gsteps), *pointers(*own))
+            parts.append(own)
+
+        over_rows(rows, B)
+        return gsteps, *(sum(grads) for grads in zip(*parts)), None, None, None
 
 
 def hardkuma_scan(steps: Tensor, head_s: Tensor, cell_z: Tensor, W: Tensor, bias_l: Tensor, bias: Tensor,
@@ -75,6 +87,13 @@ def hardkuma_decode(steps: Tensor, head_s: Tensor, cell_z: Tensor, W: Tensor, bi
     stretched 0 and 1), each token conditioned on the decoded prefix."""
     B, T, _ = steps.shape
     z, p_nonzero = steps.new_empty(B, T), steps.new_empty(B, T)
-    inputs = [x.contiguous() for x in (log_k, weights, log_k01, steps, head_s, cell_z, W, bias_l, bias, mask)]
-    _loops()[2](B, T, W.shape[0], *limits, log_k.numel(), *pointers(*inputs, z, p_nonzero))
+    quadrature = [x.contiguous() for x in (log_k, weights, log_k01)]
+    steps, mask = steps.contiguous(), mask.contiguous()
+    parameters = [x.contiguous() for x in (head_s, cell_z, W, bias_l, bias)]
+
+    def rows(first: int, count: int) -> None:
+        _loops()[2](count, T, W.shape[0], *limits, log_k.numel(), *pointers(*quadrature), *rows_from(first, steps),
+                    *pointers(*parameters), *rows_from(first, mask, z, p_nonzero))
+
+    over_rows(rows, B)
     return z, p_nonzero

@@ -19,7 +19,7 @@ NAME = "rcnn_steps"
 def _steps():
     lib = library(NAME)
     return (declared(lib, "rcnn_forward_step", *[INT] * 6, *[POINTER] * 9),
-            declared(lib, "rcnn_backward_step", *[INT] * 5, *[POINTER] * 16))
+            declared(lib, "rcnn_backward_step", *[INT] * 5, *[POINTER] * 15))
 
 
 def compiled(*tensors: Tensor) -> bool:
@@ -55,11 +55,12 @@ def rcnn_backward(gout: Tensor, P: Tensor, M: Tensor, U: Tensor, b: Tensor, out:
     gP = torch.empty_like(P)
     gM = torch.empty_like(M)
     Ut_T = U.transpose(1, 2)
-    gA, gA_t = P.new_empty(D, T, B, H), P.new_empty(D, B, H)
+    gA_t = P.new_empty(D, B, H)
     gh, gc1, gc2, gb = (P.new_zeros(D, B, H) for _ in range(4))
-    addresses = pointers(P, M, b, out, c1s, c2s, rs, gout, gh, gc1, gc2, gb, gP, gM, gA, gA_t)
+    addresses = pointers(P, M, b, out, c1s, c2s, rs, gout, gh, gc1, gc2, gb, gP, gM, gA_t)
     for t in range(T - 1, -1, -1):
         backward_step(D, T, B, H, t, *addresses)
         gh.baddbmm_(gA_t, Ut_T)
-    gU = torch.bmm(out[:, :-1].reshape(D, (T - 1) * B, H).transpose(1, 2), gA[:, 1:].reshape(D, (T - 1) * B, H))
+    gA = gP[:, 1:, :, :H].reshape(D, (T - 1) * B, H)  # a view: rows 3H apart
+    gU = torch.bmm(out[:, :-1].reshape(D, (T - 1) * B, H).transpose(1, 2), gA)
     return gP, gM, gU, gb.sum(1)

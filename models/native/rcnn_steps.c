@@ -70,14 +70,12 @@ void rcnn_forward_step(int64_t D, int64_t T, int64_t B, int64_t H, int64_t S, in
 
 /* One reverse step. gh, gc1, gc2, gb [D,B,H] carry the gradients from the later steps (gb
  * sums the tanh argument's over steps); gout is the loss's gradient of out. Writes gP[:, t],
- * gM[:, t] ([D,T,B]), gA[:, t] ([D,T,B,H], the gate's part of gP again, contiguous for the
- * product with U) and gAt ([D,B,H], the same step's, contiguous for the next step's), and
- * leaves gh times (1 - m), to which the caller adds gAt U^T. */
+ * gM[:, t] ([D,T,B]) and gAt ([D,B,H], the gate's part of gP[:, t] again, contiguous for the
+ * product with U), and leaves gh times (1 - m), to which the caller adds gAt U^T. */
 void rcnn_backward_step(int64_t D, int64_t T, int64_t B, int64_t H, int64_t t,
                         const float *P, const float *M, const float *bias, const float *out,
                         const float *c1s, const float *c2s, const float *rs, const float *gout,
-                        float *gh, float *gc1, float *gc2, float *gb, float *gP, float *gM, float *gA,
-                        float *gAt) {
+                        float *gh, float *gc1, float *gc2, float *gb, float *gP, float *gM, float *gAt) {
     for (int64_t d = 0; d < D; d++) {
         for (int64_t b = 0; b < B; b++) {
             const float m = M[(d * T + t) * B + b];
@@ -88,7 +86,7 @@ void rcnn_backward_step(int64_t D, int64_t T, int64_t B, int64_t H, int64_t t,
             float *gp = gP + ((d * T + t) * B + b) * 3 * H;
             const float *bb = bias + d * H;
             const float *r_ = rs + now, *go = gout + now;
-            float *ga = gA + now, *gat = gAt + row;
+            float *gat = gAt + row;
             float *gh_ = gh + row, *gc1_ = gc1 + row, *gc2_ = gc2 + row, *gb_ = gb + row;
             float gm = 0.0f;
 #pragma omp simd reduction(+ : gm)
@@ -105,7 +103,7 @@ void rcnn_backward_step(int64_t D, int64_t T, int64_t B, int64_t H, int64_t t,
                 const float gd1 = m * gc1_[j];
                 const float gd2 = gs + m * gc2_[j];
                 const float gp1 = gd1 * r, gp2 = gd2 * r;
-                gp[j] = ga[j] = gat[j] = (gd1 * e1 + gd2 * e2) * r * (r - 1.0f);
+                gp[j] = gat[j] = (gd1 * e1 + gd2 * e2) * r * (r - 1.0f);
                 gp[H + j] = gp1;
                 gp[2 * H + j] = gp2;
                 gb_[j] += gs;
