@@ -2,6 +2,7 @@
 loop it replaces, side by side in one run.
 
     python benchmarks/predict_speed.py --data-dir ../shared/data --documents 10000 100000
+    python benchmarks/predict_speed.py --train-on demo --text --documents 10000
 
 Builds a JSON-lines corpus of beer reviews (pre-tokenized, so tokenization is not
 timed; the heldout files' reviews, 154 tokens on average, repeated to the size asked),
@@ -14,7 +15,11 @@ each in its own process: ``baseline``, the ``predict`` command of the commit
 documents), ``predict``, the command as it is with ``--threads``, and ``workers``, the
 command with ``--workers`` processes of one thread each (only up to ``--workers-up-to``
 documents). Reports documents per second and peak resident memory (of the largest
-process); appends one row each to results.jsonl.
+process); appends one row each to results.jsonl. ``--train-on demo`` trains the models on the
+demo's synthetic corpus instead (``--data demo --config examples/demo.toml``, its epochs, at
+these sizes), as a new user would: they leave many beer words unknown and many tokens in
+HardKuma's continuous regime. ``--text`` gives ``predict`` the reviews as raw text lines, so
+tokenizing is timed too.
 """
 
 from __future__ import annotations
@@ -34,15 +39,23 @@ from rationale_cli.data.readers.beer import iter_beer
 from common import ROOT, append_result, commit_tree, git_commit, measured
 
 
-def corpus(beer: Path, size: int, path: Path) -> None:
+def corpus(beer: Path, size: int, path: Path, text: bool = False) -> None:
+    """``size`` beer reviews as JSON lines of tokens, or with ``text`` as lines of raw text."""
     reviews = [record.tokens for source in sorted(beer.glob("reviews.aspect*.heldout.txt.gz"))
                for record in iter_beer(source)]
     with open(path, "w", encoding="utf-8") as out:
         for index in range(size):
-            out.write(json.dumps({"id": str(index), "tokens": reviews[index % len(reviews)]}) + "\n")
+            tokens = reviews[index % len(reviews)]
+            out.write(" ".join(tokens) + "\n" if text else json.dumps({"id": str(index), "tokens": tokens}) + "\n")
 
 
 def train(encoder: str, beer: Path, out: Path, documents: int, epochs: int, sizes: list[str]) -> None:
+    """A HardKuma model on the first ``documents`` aspect-0 reviews (``documents`` 0: on the demo's corpus)."""
+    if documents == 0:
+        subprocess.run([sys.executable, "-m", "rationale_cli", "train", "--data", "demo", "--config",
+                        str(ROOT / "examples" / "demo.toml"), "--out", str(out), "--encoder", encoder, *sizes],
+                       cwd=ROOT, check=True, capture_output=True)
+        return
     train_file = out.with_suffix(".train.jsonl")
     with open(train_file, "w", encoding="utf-8") as target:
         for record in itertools.islice(iter_beer(beer / "reviews.aspect0.heldout.txt.gz", aspect=0), documents):
@@ -81,6 +94,9 @@ def main() -> None:
     parser.add_argument("--hidden-size", type=int, default=200)
     parser.add_argument("--models", type=Path, default=None,
                         help="keep the trained models here and reuse them when present (default: a temporary folder)")
+    parser.add_argument("--train-on", choices=("beer", "demo"), default="beer",
+                        help="train the models on beer reviews or on the demo's corpus")
+    parser.add_argument("--text", action="store_true", help="give predict raw text lines (tokenizing timed)")
     parser.add_argument("--train-documents", type=int, default=3000)
     parser.add_argument("--train-epochs", type=int, default=3)
     parser.add_argument("--baseline", default=None, help="a commit whose predict command to measure beside")
@@ -95,23 +111,25 @@ def main() -> None:
         if k not in ("data_dir", "models"))
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
-        corpus(args.data_dir / "beer", max(args.documents), work / "all.jsonl")
+        suffix = ".txt" if args.text else ".jsonl"
+        corpus(args.data_dir / "beer", max(args.documents), work / f"all{suffix}", args.text)
         with commit_tree(args.baseline, work / "baseline-tree"):
             print(f"{platform.processor() or platform.machine()}, {args.threads} threads, "
                   f"torch {__import__('torch').__version__}")
             for encoder in args.encoders:
-                run = (args.models or work) / f"{encoder}-{args.embedding_dim}-{args.hidden_size}"
+                run = (args.models or work) / f"{encoder}-{args.embedding_dim}-{args.hidden_size}-{args.train_on}"
                 if not (run / "model.safetensors").is_file():
-                    train(encoder, args.data_dir / "beer", run, args.train_documents, args.train_epochs,
+                    train(encoder, args.data_dir / "beer", run,
+                          args.train_documents if args.train_on == "beer" else 0, args.train_epochs,
                           ["--embedding-dim", str(args.embedding_dim), "--hidden-size", str(args.hidden_size)])
                 for size in args.documents:
-                    compare(args, encoder, run, size, work, command)
+                    compare(args, encoder, run, size, work, command, suffix)
 
 
-def compare(args, encoder: str, run: Path, size: int, work: Path, command: str) -> None:
+def compare(args, encoder: str, run: Path, size: int, work: Path, command: str, suffix: str) -> None:
     """The variants on the first ``size`` documents of the corpus, one process each."""
-    data = work / f"corpus{size}.jsonl"
-    with open(work / "all.jsonl", encoding="utf-8") as source, open(data, "w", encoding="utf-8") as target:
+    data = work / f"corpus{size}{suffix}"
+    with open(work / f"all{suffix}", encoding="utf-8") as source, open(data, "w", encoding="utf-8") as target:
         target.writelines(line for _, line in zip(range(size), source))
     predict = ["predict", str(run), str(data), "--force", "--device", "cpu"]
     variants = {"baseline": predict + ["--out", str(work / "baseline.jsonl"), "--threads", str(args.threads)],
@@ -129,6 +147,7 @@ def compare(args, encoder: str, run: Path, size: int, work: Path, command: str) 
         share = selected_share(work / "new.jsonl") if name == "predict" else None
         append_result({"benchmark": "predict_speed", "variant": name, "encoder": encoder, "documents": size,
                        "embedding_dim": args.embedding_dim, "hidden_size": args.hidden_size,
+                       "trained_on": args.train_on, "input": "text" if args.text else "tokens",
                        "threads": 1 if name == "workers" else args.threads,
                        "workers": args.workers if name == "workers" else 1, "docs_per_s": round(rate, 1),
                        "peak_mb": round(peak, 1), "selected": None if share is None else round(share, 4),

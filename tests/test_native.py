@@ -29,7 +29,28 @@ def gates(D: int, T: int, B: int) -> torch.Tensor:
     return M
 
 
-def test_compiled_rcnn_steps_match_the_plain_loop_forward_and_backward():
+@pytest.fixture(params=["whole loop", "per step"])
+def rcnn_loop(request, monkeypatch):
+    """The compiled RCNN loop both ways: in C with the BLAS products on row parts, where
+    PyTorch's library carries that BLAS, and one C call per step beside PyTorch's products."""
+    if request.param == "per step":
+        monkeypatch.setattr(rcnn, "blas", lambda: None)
+    elif rcnn.blas() is None:
+        pytest.skip("PyTorch's library carries no sgemm here")
+    return request.param
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_compiled_rcnn_steps_match_the_plain_loop_forward_and_backward(rcnn_loop, threads):
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        check_compiled_rcnn_steps()
+    finally:
+        torch.set_num_threads(before)
+
+
+def check_compiled_rcnn_steps():
     torch.manual_seed(0)
     D, T, B, H = 2, 29, 6, 24
     P, M = torch.randn(D, T, B, 3 * H), gates(D, T, B)
@@ -44,7 +65,7 @@ def test_compiled_rcnn_steps_match_the_plain_loop_forward_and_backward():
         torch.testing.assert_close(mine, theirs.view_as(mine), atol=2e-5, rtol=1e-5)
 
 
-def test_rcnn_scan_takes_the_compiled_steps_and_matches_autograd():
+def test_rcnn_scan_takes_the_compiled_steps_and_matches_autograd(rcnn_loop):
     torch.manual_seed(1)
     D, T, B, H = 2, 17, 5, 8
     args = [torch.randn(D, T, B, 3 * H, requires_grad=True), gates(D, T, B).requires_grad_(),

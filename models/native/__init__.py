@@ -6,9 +6,10 @@ dependent selector, the whole step) is written in C here, one pass per step, wit
 same math as the PyTorch code it stands in for (each is tested against it):
 
 - :mod:`models.native.rcnn`: the bigram RCNN's steps (``rcnn_steps.c``), forward and
-  backward, for :mod:`models.encoders.recurrence`;
+  backward, for :mod:`models.encoders.recurrence` (the whole loop, where PyTorch carries MKL);
 - :mod:`models.native.hardkuma_scan`: the dependent HardKuma selector's sampling loop
-  (``hardkuma_scan.c``), forward and backward, for :mod:`models.selectors.dependent`.
+  (``hardkuma_scan.c``), forward and backward, for :mod:`models.selectors.dependent`;
+- :mod:`models.native.dropout`: dropout with a hashed mask (``dropout.c``), for every encoder.
 
 A C file is compiled on first use with the system's C compiler (``cc``, or ``$CC``) into
 the user's cache folder (``$XDG_CACHE_HOME/rationale-cli``, else a temporary folder) and
@@ -120,13 +121,24 @@ def rows_from(first: int, *tensors: Tensor) -> list[int]:
 def over_rows(run: Callable[[int, int], None], rows: int) -> int:
     """``run(first, count)`` on consecutive parts of ``rows``, one per thread of PyTorch's
     (:func:`torch.get_num_threads`), the first part in this thread; how many parts. Each part
-    must write only its own rows (or its own copy of what they add up)."""
+    must write only its own rows (or its own copy of what they add up). An error in any part
+    is raised here, once every part has ended."""
     parts = max(1, min(torch.get_num_threads(), rows))
     bounds = [rows * i // parts for i in range(parts + 1)]
-    workers = [threading.Thread(target=run, args=(bounds[i], bounds[i + 1] - bounds[i])) for i in range(1, parts)]
+    errors: list[BaseException] = []
+
+    def part(first: int, count: int) -> None:
+        try:
+            run(first, count)
+        except BaseException as error:  # handed to the calling thread
+            errors.append(error)
+
+    workers = [threading.Thread(target=part, args=(bounds[i], bounds[i + 1] - bounds[i])) for i in range(1, parts)]
     for worker in workers:
         worker.start()
-    run(bounds[0], bounds[1])
+    part(bounds[0], bounds[1])
     for worker in workers:
         worker.join()
+    if errors:
+        raise errors[0]
     return parts

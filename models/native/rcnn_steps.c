@@ -11,8 +11,14 @@
  * Shapes (float32, contiguous): P [D,T,B,3H], M [D,T,B], bias [D,H], out [D,T,B,H], and h
  * [D,B,H], the last step's state again, contiguous for the next product (as are a and gA_t);
  * the step buffers c1s, c2s, rs are [D,S,B,H] with step t in slot t % S (S = T when the
- * backward needs every step, 2 otherwise). exp is a Cephes-style polynomial (about 1 ulp)
- * that the compiler vectorizes; tanh(x) = 2 sigmoid(2x) - 1. */
+ * backward needs every step, 2 otherwise). A step works on the rows [first, first + count) of
+ * the batch. exp is a Cephes-style polynomial (about 1 ulp) that the compiler vectorizes;
+ * tanh(x) = 2 sigmoid(2x) - 1.
+ *
+ * rcnn_forward_rows and rcnn_backward_rows run the whole time loop over some of the rows, the
+ * products with U too, through the BLAS sgemm that PyTorch's library carries (given by its
+ * address, with the call that sets the calling thread's BLAS threads): rows are independent,
+ * so each part of them runs on its own thread (models/native/rcnn.py). */
 
 #include <stdint.h>
 
@@ -36,11 +42,11 @@ static inline float sigmoid(float x) { return 1.0f / (1.0f + exp_poly(-x)); }
 
 static inline float tanh_(float x) { return 2.0f * sigmoid(2.0f * x) - 1.0f; }
 
-void rcnn_forward_step(int64_t D, int64_t T, int64_t B, int64_t H, int64_t S, int64_t t,
-                       const float *a, const float *P, const float *M, const float *bias,
+void rcnn_forward_step(int64_t D, int64_t T, int64_t B, int64_t H, int64_t S, int64_t t, int64_t first,
+                       int64_t count, const float *a, const float *P, const float *M, const float *bias,
                        float *out, float *c1s, float *c2s, float *rs, float *hlast) {
     for (int64_t d = 0; d < D; d++) {
-        for (int64_t b = 0; b < B; b++) {
+        for (int64_t b = first; b < first + count; b++) {
             const float m = M[(d * T + t) * B + b];
             const float *ar = a + (d * B + b) * H;
             const float *p = P + ((d * T + t) * B + b) * 3 * H;
@@ -72,12 +78,12 @@ void rcnn_forward_step(int64_t D, int64_t T, int64_t B, int64_t H, int64_t S, in
  * sums the tanh argument's over steps); gout is the loss's gradient of out. Writes gP[:, t],
  * gM[:, t] ([D,T,B]) and gAt ([D,B,H], the gate's part of gP[:, t] again, contiguous for the
  * product with U), and leaves gh times (1 - m), to which the caller adds gAt U^T. */
-void rcnn_backward_step(int64_t D, int64_t T, int64_t B, int64_t H, int64_t t,
+void rcnn_backward_step(int64_t D, int64_t T, int64_t B, int64_t H, int64_t t, int64_t first, int64_t count,
                         const float *P, const float *M, const float *bias, const float *out,
                         const float *c1s, const float *c2s, const float *rs, const float *gout,
                         float *gh, float *gc1, float *gc2, float *gb, float *gP, float *gM, float *gAt) {
     for (int64_t d = 0; d < D; d++) {
-        for (int64_t b = 0; b < B; b++) {
+        for (int64_t b = first; b < first + count; b++) {
             const float m = M[(d * T + t) * B + b];
             const int64_t row = (d * B + b) * H;
             const int64_t now = ((d * T + t) * B + b) * H;
@@ -114,4 +120,51 @@ void rcnn_backward_step(int64_t D, int64_t T, int64_t B, int64_t H, int64_t t,
             gM[(d * T + t) * B + b] = gm;
         }
     }
+}
+
+/* Fortran BLAS sgemm (column-major; every integer passed as a pointer to an int64 below 2^31,
+ * which a 32-bit-integer BLAS reads as the same number), and MKL's per-thread thread count. */
+typedef void (*gemm_t)(const char *, const char *, const int64_t *, const int64_t *, const int64_t *, const float *,
+                       const float *, const int64_t *, const float *, const int64_t *, const float *, float *,
+                       const int64_t *);
+typedef int (*local_threads_t)(const int64_t *);
+
+/* The forward loop over rows [first, first + count): a = h_{t-1} U for each direction (one
+ * sgemm: row-major a = h U is column-major a^T = U^T h^T), then the step. */
+void rcnn_forward_rows(gemm_t gemm, local_threads_t local_threads, int64_t D, int64_t T, int64_t B, int64_t H,
+                       int64_t S, int64_t first, int64_t count, const float *U, float *a, const float *P,
+                       const float *M, const float *bias, float *out, float *c1s, float *c2s, float *rs,
+                       float *hlast) {
+    const int64_t one = 1;
+    const int64_t before = local_threads(&one);
+    const float alpha = 1.0f, beta = 0.0f;
+    for (int64_t t = 0; t < T; t++) {
+        for (int64_t d = 0; d < D && t > 0; d++) {
+            const int64_t row = (d * B + first) * H;
+            gemm("N", "N", &H, &count, &H, &alpha, U + d * H * H, &H, hlast + row, &H, &beta, a + row, &H);
+        }
+        rcnn_forward_step(D, T, B, H, S, t, first, count, a, P, M, bias, out, c1s, c2s, rs, hlast);
+    }
+    local_threads(&before);
+}
+
+/* The backward loop over rows [first, first + count): each reverse step, then gh += gAt U^T
+ * (column-major gh^T += U gAt^T). */
+void rcnn_backward_rows(gemm_t gemm, local_threads_t local_threads, int64_t D, int64_t T, int64_t B, int64_t H,
+                        int64_t first, int64_t count, const float *U, const float *P, const float *M,
+                        const float *bias, const float *out, const float *c1s, const float *c2s, const float *rs,
+                        const float *gout, float *gh, float *gc1, float *gc2, float *gb, float *gP, float *gM,
+                        float *gAt) {
+    const int64_t one = 1;
+    const int64_t before = local_threads(&one);
+    const float alpha = 1.0f, beta = 1.0f;
+    for (int64_t t = T - 1; t >= 0; t--) {
+        rcnn_backward_step(D, T, B, H, t, first, count, P, M, bias, out, c1s, c2s, rs, gout, gh, gc1, gc2, gb, gP,
+                           gM, gAt);
+        for (int64_t d = 0; d < D; d++) {
+            const int64_t row = (d * B + first) * H;
+            gemm("T", "N", &H, &count, &H, &alpha, U + d * H * H, &H, gAt + row, &H, &beta, gh + row, &H);
+        }
+    }
+    local_threads(&before);
 }
