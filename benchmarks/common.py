@@ -138,6 +138,16 @@ def timing_parser(doc: str, batch: int, length: int) -> argparse.ArgumentParser:
     return parser
 
 
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), else what the platform says."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            return next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
+    except (OSError, StopIteration):
+        import platform
+        return platform.processor() or platform.machine()
+
+
 def device_name(device: torch.device | str) -> str:
     """The name a result records for a device: the GPU model on CUDA, else ``cpu``."""
     device = torch.device(device)

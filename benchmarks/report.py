@@ -407,9 +407,9 @@ def write_report() -> None:
                    f"{r['docs_per_s']:,.0f}", f"{r['peak_mb']:,.0f}"]))
     out.append(timing_section(
         prose, rows, "train_speed",
-        ["extractor", "commit", "reviews", "s / epoch", "reviews / s", "x baseline", "peak GB"],
+        ["extractor", "commit", "CPU", "embeddings", "reviews", "s / epoch", "reviews / s", "x baseline", "peak GB"],
         lambda r: [r["extractor"], r["commit"] + (f" (against {r['baseline']})" if r.get("baseline") else ""),
-                   f"{r['reviews']:,}", " / ".join(f"{s:.1f}" for s in r["epoch_seconds"]),
+                   r.get("cpu", "AMD EPYC"), r.get("embeddings", "random (trained)"), f"{r['reviews']:,}", " / ".join(f"{s:.1f}" for s in r["epoch_seconds"]),
                    f"{r['reviews_per_second']:.1f}", f"{r['speedup']:.2f}" if r.get("speedup") else "-",
                    f"{r['peak_gb']:.2f}"]))
     out.append(eraser_section(prose, rows))

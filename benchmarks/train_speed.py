@@ -10,9 +10,11 @@ checkout's alternate, so both see the same machine); the time is the epoch's own
 (``metrics.json``: its training steps and its validation pass, not the start-up), the
 memory the process's peak resident size. ``--reviews N`` trains on the first N reviews of
 the aspect-0 file (10% of them for validation; default all 10,000, as the protocol does),
-with random 200-d embeddings unless ``--embeddings`` names vectors (the sizes, not the
-values, set the cost). Prints reviews per second and the ratio to the baseline, appends
-one row per epoch to results.jsonl and regenerates RESULTS.md.
+with random 200-d embeddings, trained as ``train`` trains them without vectors, unless
+``--embeddings`` names vectors, which stay fixed as in the beer protocols (their sizes, not
+their values, set the cost; training the embeddings costs more). Prints reviews per second
+and the ratio to the baseline, appends one row per commit to results.jsonl and regenerates
+RESULTS.md.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from pathlib import Path
 import torch
 from rationale_cli.data.readers.beer import iter_beer
 
-from common import ROOT, append_result, commit_tree, git_commit, invocation, measured
+from common import ROOT, append_result, commit_tree, cpu_model, git_commit, invocation, measured, vectors_name
 from report import write_report
 
 # each extractor's beer protocol (aspect 0 where it has one): encoder and options
@@ -109,6 +111,8 @@ def record(name: str, seconds: dict, peaks: dict, trained: int, args) -> None:
                        "epoch_seconds": [round(s, 1) for s in seconds[tree]],
                        "reviews_per_second": round(trained / took, 1), "peak_gb": round(max(peaks[tree]) / 1024, 2),
                        "speedup": ratio and round(ratio, 2), "threads": torch.get_num_threads(), "device": "cpu",
+                       "cpu": cpu_model(),
+                       "embeddings": vectors_name(args.embeddings) + " (fixed)" if args.embeddings else "random (trained)",
                        "command": invocation()})
     write_report()
 
