@@ -11,9 +11,9 @@ same math as the PyTorch code it stands in for (each is tested against it):
   (``hardkuma_scan.c``), forward and backward, for :mod:`models.selectors.dependent`;
 - :mod:`models.native.dropout`: dropout with a hashed mask (``dropout.c``), for every encoder.
 
-A C file is compiled on first use with the system's C compiler (``cc``, or ``$CC``) into
-the user's cache folder (``$XDG_CACHE_HOME/rationale-cli``, else a temporary folder) and
-loaded with :mod:`ctypes`: ``pip install`` needs no compiler, and where there is none, a
+A C file (with the headers of this folder) is compiled on first use with the system's C
+compiler (``cc``, or ``$CC``) into the user's cache folder (``$XDG_CACHE_HOME/rationale-cli``,
+else a temporary folder) and loaded with :mod:`ctypes`: ``pip install`` needs no compiler, and where there is none, a
 build fails, the tensors are not float32 on the CPU, or ``RATIONALE_NATIVE=0`` is set, the
 PyTorch loops run instead, with the same results up to float rounding. A loop whose rows are
 independent runs on as many threads as PyTorch uses (:func:`over_rows`; ctypes lets go of
@@ -73,7 +73,8 @@ def library(name: str) -> ctypes.CDLL | None:
     if compiler is None:
         return None
     source = Path(__file__).with_name(f"{name}.c")
-    key = hashlib.sha256(source.read_bytes() + " ".join((compiler, *FLAGS)).encode() + _machine()).hexdigest()[:16]
+    text = source.read_bytes() + b"".join(header.read_bytes() for header in sorted(source.parent.glob("*.h")))
+    key = hashlib.sha256(text + " ".join((compiler, *FLAGS)).encode() + _machine()).hexdigest()[:16]
     for folder in _folders():
         target = folder / f"{name}-{key}.so"
         try:

@@ -17,6 +17,8 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "vector_math.h"
+
 typedef struct {
     float low, high, a_min, a_max;
 } Stretch;
@@ -51,12 +53,12 @@ static inline void cell_step(int64_t Z, const float *s, float zt, float m, const
         for (int64_t j = 0; j < Z; j++) A[j] += hi * W[i * Z + j];
     }
     for (int64_t j = 0; j < Z; j++) {
-        const float l = 1.0f / (1.0f + expf(-A[j]));
+        const float l = sigmoid(A[j]);
         const float p1 = s[2 + Z + j] + zt * cell_z[Z + j];
         const float q = c1[j] + s[2 + 2 * Z + j] + zt * cell_z[2 * Z + j];
         const float n1 = p1 + l * (c1[j] - p1);
         const float n2 = q + l * (c2[j] - q);
-        const float nh = tanhf(n2 + bias[j]);
+        const float nh = tanh_(n2 + bias[j]);
         if (lam) lam[j] = l;
         c1n[j] = c1[j] + m * (n1 - c1[j]);
         c2n[j] = c2[j] + m * (n2 - c2[j]);
@@ -120,7 +122,7 @@ void hardkuma_backward(int64_t B, int64_t T, int64_t Z, float low, float high, f
                 const float p1 = s[2 + Z + j] + zt * cell_z[Z + j];
                 const float q = c1[j] + s[2 + 2 * Z + j] + zt * cell_z[2 * Z + j];
                 const float n2 = q + l * (c2[j] - q);
-                const float nh = tanhf(n2 + bias[j]);
+                const float nh = tanh_(n2 + bias[j]);
                 const float gsum = m * gh[j] * (1.0f - nh * nh);
                 const float g2 = m * gc2[j] + gsum, g1 = m * gc1[j];
                 gbias[j] += gsum;

@@ -12,8 +12,7 @@
  * [D,B,H], the last step's state again, contiguous for the next product (as are a and gA_t);
  * the step buffers c1s, c2s, rs are [D,S,B,H] with step t in slot t % S (S = T when the
  * backward needs every step, 2 otherwise). A step works on the rows [first, first + count) of
- * the batch. exp is a Cephes-style polynomial (about 1 ulp) that the compiler vectorizes;
- * tanh(x) = 2 sigmoid(2x) - 1.
+ * the batch. sigmoid and tanh are vector_math.h's, which the compiler vectorizes.
  *
  * rcnn_forward_rows and rcnn_backward_rows run the whole time loop over some of the rows, the
  * products with U too, through the BLAS sgemm that PyTorch's library carries (given by its
@@ -22,25 +21,7 @@
 
 #include <stdint.h>
 
-static inline float exp_poly(float x) {
-    x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
-    float n = __builtin_floorf(x * 1.44269504088896341f + 0.5f);
-    float r = x - n * 0.693359375f + n * 2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    union { int32_t i; float f; } scale;
-    scale.i = ((int32_t)n + 127) << 23;
-    return p * scale.f;
-}
-
-static inline float sigmoid(float x) { return 1.0f / (1.0f + exp_poly(-x)); }
-
-static inline float tanh_(float x) { return 2.0f * sigmoid(2.0f * x) - 1.0f; }
+#include "vector_math.h"
 
 void rcnn_forward_step(int64_t D, int64_t T, int64_t B, int64_t H, int64_t S, int64_t t, int64_t first,
                        int64_t count, const float *a, const float *P, const float *M, const float *bias,
