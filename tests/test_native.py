@@ -171,6 +171,25 @@ def test_without_a_compiler_or_in_float64_the_plain_loops_run(monkeypatch):
     assert torch.equal(a, selector.run(states, mask, HardKuma.rsample)[0])
 
 
+def test_row_parts_cover_every_row_once_and_an_error_in_any_part_reaches_the_caller():
+    before = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        seen = []
+        assert native.over_rows(lambda first, count: seen.append((first, count)), 8) == 3
+        assert sorted(seen) == [(0, 2), (2, 3), (5, 3)]
+        assert native.over_rows(lambda first, count: seen.append((first, count)), 1) == 1
+
+        def failing(first: int, count: int) -> None:
+            if first > 0:
+                raise ValueError(f"part at {first}")
+
+        with pytest.raises(ValueError, match="part at"):
+            native.over_rows(failing, 8)
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_a_compiler_that_fails_leaves_no_library(monkeypatch, tmp_path):
     monkeypatch.setenv("CC", str(tmp_path / "no-such-compiler"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))

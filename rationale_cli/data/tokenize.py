@@ -16,8 +16,9 @@ PIECE = 1 << 16  # characters tokenized in one call: a long text goes in pieces 
 @lru_cache(maxsize=1)
 def _tokenizer():
     import spacy
+    from spacy.attrs import IDX, IS_SPACE, LENGTH
 
-    return spacy.blank("en").tokenizer
+    return spacy.blank("en").tokenizer, [IDX, LENGTH, IS_SPACE]
 
 
 def tokenize(text: str) -> tuple[list[str], list[Span]]:
@@ -29,12 +30,14 @@ def tokenize(text: str) -> tuple[list[str], list[Span]]:
     """
     tokens: list[str] = []
     offsets: list[Span] = []
+    tokenizer, columns = _tokenizer()
     for start, piece in pieces(text):
-        for token in _tokenizer()(piece):
-            if token.is_space:
-                continue
-            tokens.append(token.text)
-            offsets.append((start + token.idx, start + token.idx + len(token.text)))
+        # each token's offset, length and whether it is whitespace in one array: making a
+        # Token object per token took a third of the time of tokenizing beer reviews
+        for offset, length, space in tokenizer(piece).to_array(columns).tolist():
+            if not space:
+                tokens.append(piece[offset : offset + length])
+                offsets.append((start + offset, start + offset + length))
     return tokens, offsets
 
 
