@@ -398,10 +398,11 @@ def write_report() -> None:
                    f"{r['ratio_to_none']:.3f}", f"{r['mean_cosine_to_none']:.3f}"]))
     out.append(timing_section(
         prose, rows, "predict_speed",
-        ["variant", "encoder", "emb / hidden", "documents", "threads x processes", "selected", "docs / s",
-         "peak MB"],
+        ["variant", "encoder", "emb / hidden", "trained on", "input", "documents", "threads x processes", "selected",
+         "docs / s", "peak MB"],
         lambda r: [r["variant"] + (f" ({r['baseline']})" if r.get("baseline") else ""), r["encoder"],
-                   f"{r.get('embedding_dim', 200)} / {r.get('hidden_size', 200)}", f"{r['documents']:,}",
+                   f"{r.get('embedding_dim', 200)} / {r.get('hidden_size', 200)}", r.get("trained_on", "beer"),
+                   r.get("input", "tokens"), f"{r['documents']:,}",
                    f"{r['threads']} x {r.get('workers', 1)}",
                    "" if r.get("selected") is None else f"{100 * r['selected']:.1f}%",
                    f"{r['docs_per_s']:,.0f}", f"{r['peak_mb']:,.0f}"]))

@@ -221,3 +221,16 @@ def test_a_library_is_built_and_loaded_only_in_a_folder_no_one_else_can_write(mo
         assert native.library("rcnn_steps") is not None and len(list(shared.glob("rcnn_steps-*.so"))) == 1
     finally:
         native.library.cache_clear()
+
+
+def test_denormal_floats_are_flushed_where_training_and_predict_ask_for_it():
+    from rationale_cli.runtime.devices import flush_denormals
+
+    tiny = torch.tensor([1e-39])  # a denormal float32
+    try:
+        if not flush_denormals():
+            pytest.skip("this CPU keeps denormal floats")
+        assert float(tiny * 1.0) == 0.0
+    finally:
+        torch.set_flush_denormal(False)
+    assert float(tiny * 1.0) > 0.0

@@ -70,6 +70,7 @@ void hardkuma_forward(int64_t B, int64_t T, int64_t Z, float low, float high, fl
                       const float *steps, const float *head_s, const float *cell_z, const float *W,
                       const float *bias_l, const float *bias, const float *mask, const float *u,
                       float *z, float *theta, float *hs, float *c1s, float *c2s, float *lams) {
+    const unsigned int fp = denormals_flushed();
     const int64_t G = 2 + 3 * Z;
     float zero[Z > 0 ? Z : 1];
     for (int64_t j = 0; j < Z; j++) zero[j] = 0.0f;
@@ -91,6 +92,7 @@ void hardkuma_forward(int64_t B, int64_t T, int64_t Z, float low, float high, fl
                       lams + bt * Z);
         }
     }
+    fp_restored(fp);
 }
 
 /* gz [B,T], gtheta [B,T,2]: the loss's gradients of z and theta. Writes gsteps [B,T,2+3Z] and
@@ -102,6 +104,7 @@ void hardkuma_backward(int64_t B, int64_t T, int64_t Z, float low, float high, f
                        const float *theta, const float *hs, const float *c1s, const float *c2s,
                        const float *lams, const float *gz, const float *gtheta, float *gsteps,
                        float *ghead_s, float *gcell_z, float *gW, float *gbias_l, float *gbias) {
+    const unsigned int fp = denormals_flushed();
     const int64_t G = 2 + 3 * Z;
     float zero[Z > 0 ? Z : 1];
     for (int64_t j = 0; j < Z; j++) zero[j] = 0.0f;
@@ -174,6 +177,7 @@ void hardkuma_backward(int64_t B, int64_t T, int64_t Z, float low, float high, f
             }
         }
     }
+    fp_restored(fp);
 }
 
 /* The test-time loop (Bastings et al. 2019, section 5, "Deterministic predictions"): z_t the
@@ -185,6 +189,7 @@ void hardkuma_decode(int64_t B, int64_t T, int64_t Z, float low, float high, flo
                      int64_t nodes, const float *log_k, const float *w, const float *log_k01,
                      const float *steps, const float *head_s, const float *cell_z, const float *W,
                      const float *bias_l, const float *bias, const float *mask, float *z, float *p_nonzero) {
+    const unsigned int fp = denormals_flushed();
     const int64_t G = 2 + 3 * Z;
     float h[Z > 0 ? Z : 1], c1[Z > 0 ? Z : 1], c2[Z > 0 ? Z : 1];
     for (int64_t b = 0; b < B; b++) {
@@ -214,4 +219,5 @@ void hardkuma_decode(int64_t B, int64_t T, int64_t Z, float low, float high, flo
             cell_step(Z, s, zt, m, cell_z, W, bias_l, bias, h, c1, c2, h, c1, c2, 0);
         }
     }
+    fp_restored(fp);
 }

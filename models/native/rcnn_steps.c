@@ -118,6 +118,7 @@ void rcnn_forward_rows(gemm_t gemm, local_threads_t local_threads, int64_t D, in
                        float *hlast) {
     const int64_t one = 1;
     const int64_t before = local_threads(&one);
+    const unsigned int fp = denormals_flushed();
     const float alpha = 1.0f, beta = 0.0f;
     for (int64_t t = 0; t < T; t++) {
         for (int64_t d = 0; d < D && t > 0; d++) {
@@ -126,6 +127,7 @@ void rcnn_forward_rows(gemm_t gemm, local_threads_t local_threads, int64_t D, in
         }
         rcnn_forward_step(D, T, B, H, S, t, first, count, a, P, M, bias, out, c1s, c2s, rs, hlast);
     }
+    fp_restored(fp);
     local_threads(&before);
 }
 
@@ -138,6 +140,7 @@ void rcnn_backward_rows(gemm_t gemm, local_threads_t local_threads, int64_t D, i
                         float *gAt) {
     const int64_t one = 1;
     const int64_t before = local_threads(&one);
+    const unsigned int fp = denormals_flushed();
     const float alpha = 1.0f, beta = 1.0f;
     for (int64_t t = T - 1; t >= 0; t--) {
         rcnn_backward_step(D, T, B, H, t, first, count, P, M, bias, out, c1s, c2s, rs, gout, gh, gc1, gc2, gb, gP,
@@ -147,5 +150,6 @@ void rcnn_backward_rows(gemm_t gemm, local_threads_t local_threads, int64_t D, i
             gemm("T", "N", &H, &count, &H, &alpha, U + d * H * H, &H, gAt + row, &H, &beta, gh + row, &H);
         }
     }
+    fp_restored(fp);
     local_threads(&before);
 }

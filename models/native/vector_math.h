@@ -1,11 +1,30 @@
 /* exp, sigmoid and tanh that the compiler vectorizes (a loop calling libm's expf or tanhf
  * stays scalar): exp is a Cephes-style polynomial (about 1 ulp), tanh(x) = 2 sigmoid(2x) - 1
- * (within about 2e-7 of tanhf). Included by the compiled loops of this folder. */
+ * (within about 2e-7 of tanhf). And denormals_flushed / fp_restored: a loop runs with denormal
+ * floats flushed to zero (x86's FTZ and DAZ), then the thread's setting comes back; gradients
+ * carried back over hundreds of steps shrink to denormals, on which each operation takes some
+ * hundred cycles. Included by the compiled loops of this folder. */
 
 #ifndef VECTOR_MATH_H
 #define VECTOR_MATH_H
 
 #include <stdint.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+
+static inline unsigned int denormals_flushed(void) {
+    const unsigned int before = _mm_getcsr();
+    _mm_setcsr(before | 0x8040u); /* flush to zero (bit 15), denormal operands are zero (bit 6) */
+    return before;
+}
+
+static inline void fp_restored(unsigned int before) { _mm_setcsr(before); }
+#else
+static inline unsigned int denormals_flushed(void) { return 0; }
+
+static inline void fp_restored(unsigned int before) { (void)before; }
+#endif
 
 static inline float exp_poly(float x) {
     x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);

@@ -17,6 +17,7 @@ from rationale_cli.evaluation.faithfulness import scored_documents
 from rationale_cli.runs.inference import Output, run_model
 from rationale_cli.runs.run_directory import Run
 from rationale_cli.runtime.allocator import keep_freed_memory
+from rationale_cli.runtime.devices import flush_denormals
 
 
 def annotate_window(run: Run, window: list[Record], batch_size: int, device, eraser: bool = False,
@@ -147,6 +148,7 @@ def serve_windows(link: Connection, path: str, decoding: Decoding) -> None:
 
     torch.set_num_threads(1)
     keep_freed_memory()
+    flush_denormals()
     run = load_run(path, "cpu")
     while True:
         try:
