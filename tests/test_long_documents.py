@@ -110,13 +110,14 @@ def test_an_open_descriptor_is_written_through_never_replaced(cnn_run, tmp_path)
 
 @pytest.mark.slow
 def test_sigterm_stops_predict_within_seconds_in_a_long_document(tmp_path):
-    """An RCNN over documents of 60,000 tokens: each is a batch of several seconds; SIGTERM in
-    the middle of one stops the command within 5 seconds, continuable."""
+    """An RCNN over documents of 60,000 tokens, each a batch of its own (a fraction of a second
+    to a few seconds, by the machine): SIGTERM in the middle of the corpus stops the command
+    within 5 seconds, continuable."""
     run = tmp_path / "rcnn"
     assert invoke("train", "--data", "demo", "--out", run, "--encoder", "rcnn", *SMALL).exit_code == 0
     source = tmp_path / "long.jsonl"
     source.write_text("".join(json.dumps({"tokens": ["the", "head", "is", "white", "."] * 12000}) + "\n"
-                              for _ in range(6)))
+                              for _ in range(60)))
     out = tmp_path / "p.jsonl"
     process = subprocess.Popen([sys.executable, "-m", "rationale_cli", "predict", str(run), str(source), "--out",
                                 str(out), "--window", "2", "--threads", "1"], cwd=ROOT, stdout=subprocess.PIPE,

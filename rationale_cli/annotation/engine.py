@@ -38,7 +38,6 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 from models.decoding import OWN, Decoding
 from rationale_cli.runtime.allocator import keep_freed_memory
-from rationale_cli.runtime.devices import flush_denormals
 from rationale_cli.runtime.atomic import text_output, writable_target, write_text_atomic
 from rationale_cli.runtime.errors import UserError
 from rationale_cli.runtime.signals import Stopped, stop_on_signals, writing
@@ -208,7 +207,6 @@ def annotate(job: Job, run: Run, records: Iterable[Record], device, *, force: bo
     from rationale_cli.output.writers import open_writer
 
     keep_freed_memory()
-    flush_denormals()
     identity = job.identity(run)
     # the file the output becomes (a link's target); standard output, a device or a pipe is written through
     dest = None if str(job.out) == "-" else writable_target(job.out)

@@ -61,6 +61,9 @@ def predict(
     """
     from rationale_cli.annotation.predict_job import (annotate_on_dask, annotate_prediction, check_model_output,
                                                       plan_prediction, refuse_finished_output)
+    from rationale_cli.runtime.devices import flush_denormals
+
+    flush_denormals()  # this process's own: the API leaves the caller's floats as they are
 
     check_at_least("--batch-size", batch_size, 1)
     check_at_least("--window", window, 1)

@@ -124,10 +124,12 @@ def extractor_epilog() -> str:
 
 def train(out: Path, config: Optional[Path], force: bool, resume: bool, verbose: bool = False, **options):
     """Train a select-then-predict model and write a run directory."""
+    from rationale_cli.runtime.devices import flush_denormals
     from rationale_cli.runtime.signals import Stopped
     from rationale_cli.training.endings import stopped_state
     from rationale_cli.training.train_job import train_options
 
+    flush_denormals()  # this process's own: the API leaves the caller's floats as they are
     console = stderr()
     try:
         trained = train_options(out, config, options, force=force, resume=resume, verbose=verbose, console=console)

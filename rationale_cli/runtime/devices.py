@@ -27,6 +27,8 @@ def flush_denormals() -> bool:
     can. Gradients carried back over hundreds of recurrent steps shrink into that range, where
     each operation takes some hundred cycles: the RCNN HardKuma beer run's epochs slowed from
     39 s to 147 s as training went on, and a training step took twice as long. The values
-    flushed are far below what any result shows. The compiled loops flush them in their own
-    threads too (``models/native/vector_math.h``)."""
+    flushed are far below what any result shows. The ``train`` and ``predict`` commands (and
+    predict's worker processes) set it for their process; the Python API leaves the caller's
+    setting alone. The compiled loops flush them in their own threads whoever calls them, and
+    restore the thread's setting after (``models/native/vector_math.h``)."""
     return torch.set_flush_denormal(True)

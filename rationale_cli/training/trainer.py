@@ -23,7 +23,7 @@ from rationale_cli.training.callbacks import ConsoleReport, RunDirectory, TimeLi
 from rationale_cli.training.checkpoint import RESUME, data_fingerprint, load_checkpoint
 from rationale_cli.training.endings import chance, ending_warnings
 from rationale_cli.runs.config import TrainConfig
-from rationale_cli.runtime.devices import flush_denormals, resolve_device
+from rationale_cli.runtime.devices import resolve_device
 from rationale_cli.training.distributed import local_device, rank
 from rationale_cli.runtime.errors import UserError
 from rationale_cli.runtime.signals import writing
@@ -229,7 +229,6 @@ def train_config(config: TrainConfig, out: Path | None = None, console: Console 
     from rationale_cli.runtime.lock import run_lock
 
     keep_freed_memory()  # each step frees and allocates the same large tensors again
-    flush_denormals()  # long recurrences carry gradients down to denormal floats
     extra = dict(verbose=verbose, selector=selector, callbacks=callbacks)
     if out is None:
         return train_run(config, *(data or training_data(config)), None, console, **extra)
