@@ -49,13 +49,15 @@ def corpus(beer: Path, size: int, path: Path, text: bool = False) -> None:
             out.write(" ".join(tokens) + "\n" if text else json.dumps({"id": str(index), "tokens": tokens}) + "\n")
 
 
+def train_demo(encoder: str, out: Path, sizes: list[str]) -> None:
+    """A HardKuma model trained as the demo trains it, at these sizes."""
+    subprocess.run([sys.executable, "-m", "rationale_cli", "train", "--data", "demo", "--config",
+                    str(ROOT / "examples" / "demo.toml"), "--out", str(out), "--encoder", encoder, *sizes],
+                   cwd=ROOT, check=True, capture_output=True)
+
+
 def train(encoder: str, beer: Path, out: Path, documents: int, epochs: int, sizes: list[str]) -> None:
-    """A HardKuma model on the first ``documents`` aspect-0 reviews (``documents`` 0: on the demo's corpus)."""
-    if documents == 0:
-        subprocess.run([sys.executable, "-m", "rationale_cli", "train", "--data", "demo", "--config",
-                        str(ROOT / "examples" / "demo.toml"), "--out", str(out), "--encoder", encoder, *sizes],
-                       cwd=ROOT, check=True, capture_output=True)
-        return
+    """A HardKuma model on the first ``documents`` aspect-0 reviews."""
     train_file = out.with_suffix(".train.jsonl")
     with open(train_file, "w", encoding="utf-8") as target:
         for record in itertools.islice(iter_beer(beer / "reviews.aspect0.heldout.txt.gz", aspect=0), documents):
@@ -118,10 +120,12 @@ def main() -> None:
                   f"torch {__import__('torch').__version__}")
             for encoder in args.encoders:
                 run = (args.models or work) / f"{encoder}-{args.embedding_dim}-{args.hidden_size}-{args.train_on}"
+                sizes = ["--embedding-dim", str(args.embedding_dim), "--hidden-size", str(args.hidden_size)]
                 if not (run / "model.safetensors").is_file():
-                    train(encoder, args.data_dir / "beer", run,
-                          args.train_documents if args.train_on == "beer" else 0, args.train_epochs,
-                          ["--embedding-dim", str(args.embedding_dim), "--hidden-size", str(args.hidden_size)])
+                    if args.train_on == "demo":
+                        train_demo(encoder, run, sizes)
+                    else:
+                        train(encoder, args.data_dir / "beer", run, args.train_documents, args.train_epochs, sizes)
                 for size in args.documents:
                     compare(args, encoder, run, size, work, command, suffix)
 

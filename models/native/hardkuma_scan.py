@@ -59,16 +59,17 @@ class _Scan(torch.autograd.Function):
         gtheta = torch.zeros_like(theta) if gtheta is None else gtheta.contiguous()
         gsteps = torch.empty_like(steps)
         weights = pointers(head_s, cell_z, W, bias)
-        parts: list[list[Tensor]] = []  # each part's gradients of the shared weights, added up after
+        parts: dict[int, list[Tensor]] = {}  # each part's gradients of the shared weights, by its first row
 
         def rows(first: int, count: int) -> None:
             own = [torch.zeros_like(x) for x in (head_s, cell_z, W, bias_l, bias)]
             _loops()[1](count, T, Z, *ctx.limits, *rows_from(first, steps), *weights,
                         *rows_from(first, mask, u, z, theta, *kept, gz, gtheta, gsteps), *pointers(*own))
-            parts.append(own)
+            parts[first] = own
 
         over_rows(rows, B)
-        return gsteps, *(sum(grads) for grads in zip(*parts)), None, None, None
+        ordered = [parts[first] for first in sorted(parts)]  # added in row order, whichever part ended first
+        return gsteps, *(sum(grads) for grads in zip(*ordered)), None, None, None
 
 
 def hardkuma_scan(steps: Tensor, head_s: Tensor, cell_z: Tensor, W: Tensor, bias_l: Tensor, bias: Tensor,

@@ -26,6 +26,7 @@
 void rcnn_forward_step(int64_t D, int64_t T, int64_t B, int64_t H, int64_t S, int64_t t, int64_t first,
                        int64_t count, const float *a, const float *P, const float *M, const float *bias,
                        float *out, float *c1s, float *c2s, float *rs, float *hlast) {
+    const unsigned int fp = denormals_flushed();
     for (int64_t d = 0; d < D; d++) {
         for (int64_t b = first; b < first + count; b++) {
             const float m = M[(d * T + t) * B + b];
@@ -53,6 +54,7 @@ void rcnn_forward_step(int64_t D, int64_t T, int64_t B, int64_t H, int64_t S, in
             }
         }
     }
+    fp_restored(fp);
 }
 
 /* One reverse step. gh, gc1, gc2, gb [D,B,H] carry the gradients from the later steps (gb
@@ -63,6 +65,7 @@ void rcnn_backward_step(int64_t D, int64_t T, int64_t B, int64_t H, int64_t t, i
                         const float *P, const float *M, const float *bias, const float *out,
                         const float *c1s, const float *c2s, const float *rs, const float *gout,
                         float *gh, float *gc1, float *gc2, float *gb, float *gP, float *gM, float *gAt) {
+    const unsigned int fp = denormals_flushed();
     for (int64_t d = 0; d < D; d++) {
         for (int64_t b = first; b < first + count; b++) {
             const float m = M[(d * T + t) * B + b];
@@ -101,6 +104,7 @@ void rcnn_backward_step(int64_t D, int64_t T, int64_t B, int64_t H, int64_t t, i
             gM[(d * T + t) * B + b] = gm;
         }
     }
+    fp_restored(fp);
 }
 
 /* Fortran BLAS sgemm (column-major; every integer passed as a pointer to an int64 below 2^31,

@@ -14,8 +14,9 @@ step's states and gradients left more than that at the top), 1.45 million with i
 trimmed. Taking every block below 1 GB from the heap as well cut that to 0.4 million and the
 steps' time by 10-15% against the first setting (4% against the second), but raised the peak
 of other beer protocols by 0.1-0.35 GB (the heap fragments), so blocks from 32 MB up stay
-mapped apart. Prediction batches are capped in padded tokens (:func:`rationale_cli.data.batching.capped_batches`),
-so what is kept stays bounded whatever the corpus size. Settings given in the environment
+mapped apart. Prediction batches are capped in padded tokens
+(:func:`rationale_cli.data.batching.capped_batches`), so what predict keeps stays bounded
+whatever the corpus size. Settings given in the environment
 (``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_``) are left as they are; elsewhere
 than glibc this does nothing.
 """
