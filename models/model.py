@@ -19,7 +19,7 @@ from models.budget import top_k_mask
 from models.coherent import in_runs, in_sentences
 from models.decoding import OWN, Decoding
 from models.encoders.base import TokenRows
-from models.encoders.hf import Pretrained
+from models.encoders.hf import HFEncoder, Pretrained
 from models.selection import Selection, Selector
 from models.selectors import build_selector, selector_class
 
@@ -75,6 +75,19 @@ class RationaleModel(nn.Module):
     def predictor_parameters(self) -> list[nn.Parameter]:
         """The predictor's parameters (its encoder and the output layer), for its own learning rate."""
         return [*self.predictor_encoder.parameters(), *self.output.parameters()]
+
+    def transformers(self) -> list[HFEncoder]:
+        """The model's transformer encoders (``hf`` sides)."""
+        return [e for e in (self.selector_encoder, self.predictor_encoder) if isinstance(e, HFEncoder)]
+
+    def transformer_parameters(self) -> list[nn.Parameter]:
+        """The transformers' own weights, for their own learning rate."""
+        return [p for encoder in self.transformers() for p in encoder.transformer.parameters()]
+
+    def freeze_transformers(self, layers: int) -> None:
+        """Keep each transformer's embeddings and first ``layers`` layers fixed (-1: all of it)."""
+        for encoder in self.transformers():
+            encoder.freeze(layers)
 
     def states(self, emb: Tensor | None, mask: Tensor, ids: Tensor | None = None) -> Tensor | None:
         """The selector encoder's states; ``ids`` (needed by a transformer) let a static encoder

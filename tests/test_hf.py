@@ -187,3 +187,41 @@ def test_every_parameter_of_an_hf_model_gets_a_gradient(demo, tiny):
     selection, outputs = model(batch.ids, batch.mask)
     (outputs.sum() + selection.penalty).backward()
     assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
+
+
+def test_frozen_layers_keep_their_weights_and_the_transformer_learns_at_its_own_rate(demo, tiny):
+    from transformers import AutoModel
+
+    from rationale_cli.training.trainer import parameter_groups
+
+    original = AutoModel.from_pretrained(tiny).state_dict()
+    run = trained(demo, None, encoder="hf", pretrained=str(tiny), extractor="hardkuma", freeze_layers=1,
+                  pretrained_lr=1e-4, predictor_lr=0.5)
+    for encoder in (run.model.selector_encoder, run.model.predictor_encoder):
+        weights = encoder.transformer.state_dict()
+        for name in ("embeddings.word_embeddings.weight", "embeddings.LayerNorm.weight",
+                     "encoder.layer.0.attention.self.query.weight"):
+            assert torch.equal(weights[name], original[name]), name
+        assert not torch.equal(weights["encoder.layer.1.attention.self.query.weight"],
+                               original["encoder.layer.1.attention.self.query.weight"])
+    rates = {}
+    for group in parameter_groups(run.model, run.config):
+        for p in group["params"]:
+            rates[id(p)] = group.get("lr", run.config.lr)
+    model = run.model
+    assert rates[id(model.selector_encoder.transformer.encoder.layer[1].output.dense.weight)] == pytest.approx(1e-4)
+    assert rates[id(model.predictor_encoder.transformer.encoder.layer[1].output.dense.weight)] == pytest.approx(5e-5)
+    assert rates[id(model.output[-1].weight)] == pytest.approx(0.0015)
+    assert all(rates[id(p)] == pytest.approx(0.003) for p in model.selector.parameters() if p.requires_grad)
+    assert id(model.selector_encoder.transformer.encoder.layer[0].output.dense.weight) not in rates
+
+    whole = trained(demo, None, encoder="cnn", selector_encoder="hf", pretrained=str(tiny), freeze_layers=-1)
+    assert not any(p.requires_grad for p in whole.model.selector_encoder.parameters())
+    assert all(p.requires_grad for p in whole.model.selector.parameters())
+
+
+def test_transformer_options_without_a_transformer_are_refused(tmp_path):
+    for args in (["--freeze-layers", "2"], ["--pretrained-lr", "1e-5"]):
+        result = CliRunner().invoke(app, ["train", "--data", "demo", "--epochs", "1", "--out", str(tmp_path / "x"),
+                                          *args])
+        assert result.exit_code == 2 and "applies to an hf encoder only" in result.output, result.output

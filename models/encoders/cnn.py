@@ -18,7 +18,9 @@ kernel's taps and shifted sums (:func:`layer`), from the nonzero rows only when 
 are zero (a predictor reading ``z x`` with a short rationale: a zero row adds exactly
 zero to every window), and the first layer from each word's products, kept between
 batches, when the input's :class:`~models.encoders.base.TokenRows` are given: the same
-convolution with a fraction of the arithmetic. In training, a predictor reading several
+convolution with a fraction of the arithmetic. With gradients, the layers run over the
+batch's real rows packed together, as shifted matrix products
+(:mod:`models.encoders.convolution`). In training, a predictor reading several
 masks of each document (SparseMAP's support) computes the first layer's tap products once
 per document and gates them per mask, at the positions a mask reaches
 (:meth:`CNNEncoder.gated`).
@@ -31,6 +33,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from models.encoders.base import Encoder, TokenRows, without_grad
+from models.encoders.convolution import Packed
 from models.native.dropout import Dropout
 
 
@@ -70,8 +73,11 @@ class CNNEncoder(Encoder):
         rows = tokens.scaled(mask) if tokens is not None and not self.training and inference else None
         # with rows, x is not read
         states = x if rows is not None else self.input_dropout(x, dropped) * mask.unsqueeze(-1)
-        for conv in self.convs:
-            states, rows = layer(conv, states, real, rows), None
+        if inference:
+            for conv in self.convs:
+                states, rows = layer(conv, states, real, rows), None
+        else:
+            states = Packed(mask > 0, self.kernel_size // 2).convolved(self.convs, states)
         # states >= 0 and 0 at padding: the plain max is the masked max (max, not amax, under
         # autograd: its gradient goes to the first of tied maxima, as it always did)
         return states, states.amax(dim=1) if inference else states.max(dim=1).values
@@ -104,10 +110,7 @@ class CNNEncoder(Encoder):
         rest = torch.relu(first.bias).expand(len(gate), -1) * (real & ~reached).any(-1, keepdim=True)
         if len(self.convs) > 1:  # the later layers read every position
             dense = (rest.unsqueeze(1) * real.unsqueeze(-1)).index_put((gates, position), states)
-            real = real.unsqueeze(-1).to(x.dtype)
-            for conv in self.convs[1:]:
-                dense = layer(conv, dense, real)
-            return dense.max(dim=1).values
+            return Packed(real, K // 2).convolved(self.convs[1:], dense).max(dim=1).values
         # max-pool each gate's reached positions (states >= 0: starting from 0 changes nothing) and its rest
         pooled = states.new_zeros(len(gate), states.shape[-1])
         pooled = pooled.scatter_reduce(0, gates[:, None].expand_as(states), states, "amax")
@@ -118,12 +121,11 @@ SPARSE_SHARE = 0.5  # below this share of nonzero rows, an inference layer reads
 
 
 def layer(conv: nn.Conv1d, x: Tensor, real: Tensor, rows: TokenRows | None = None) -> Tensor:
-    """``relu(conv(x)) * real`` for ``x [B, T, In]`` ('same' padding), ``real [B, T, 1]``. Without
-    gradients, in place: from what x is made of when ``rows`` says (:func:`token_sum`; x
-    itself is not read), else from the kernel taps' products of x's rows (:func:`shifted_sum`),
-    of its nonzero rows only when most rows are zero (:func:`scattered_sum`)."""
-    if not without_grad(conv, x):
-        return torch.relu(conv(x.transpose(1, 2)).transpose(1, 2)) * real
+    """``relu(conv(x)) * real`` for ``x [B, T, In]`` ('same' padding), ``real [B, T, 1]``, without
+    gradients (with them: :class:`~models.encoders.convolution.Packed`), in place: from what x
+    is made of when ``rows`` says (:func:`token_sum`; x itself is not read), else from the
+    kernel taps' products of x's rows (:func:`shifted_sum`), of its nonzero rows only when
+    most rows are zero (:func:`scattered_sum`)."""
     if rows is not None:
         return token_sum(conv, rows).relu_().mul_(real)
     B, T, _ = x.shape

@@ -129,5 +129,26 @@ class HFEncoder(Encoder):
             summary = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1)
         return states, summary
 
+    def freeze(self, layers: int) -> None:
+        """Keep the transformer's embeddings and its first ``layers`` layers fixed (the whole
+        transformer for -1 or at least as many layers as it has; nothing for 0)."""
+        if layers == 0:
+            return
+        blocks = layer_list(self.transformer)
+        frozen = [self.transformer] if layers < 0 or layers >= len(blocks) else [
+            getattr(self.transformer, "embeddings", self.transformer.get_input_embeddings()), *blocks[:layers]]
+        for module in frozen:
+            module.requires_grad_(False)
+
     def extra_repr(self) -> str:
         return f"{type(self.transformer).__name__}, at most {self.max_length} subwords"
+
+
+def layer_list(transformer: nn.Module) -> nn.ModuleList:
+    """The transformer's layers, in order: its first list of modules as long as its configuration's
+    ``num_hidden_layers`` (BERT's ``encoder.layer``, DistilBERT's ``transformer.layer``, ...)."""
+    count = transformer.config.num_hidden_layers
+    for module in transformer.modules():
+        if isinstance(module, nn.ModuleList) and len(module) == count:
+            return module
+    raise ValueError(f"no list of {count} layers in {type(transformer).__name__}; freeze all of it (-1) or none")

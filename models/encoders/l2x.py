@@ -16,6 +16,7 @@ import torch
 from torch import Tensor, nn
 
 from models.encoders.base import Encoder, TokenRows
+from models.encoders.convolution import Packed, conv_relu
 from models.native.dropout import Dropout
 
 
@@ -32,15 +33,15 @@ class L2XEncoder(Encoder):
 
     def forward(self, x: Tensor, mask: Tensor, tokens: TokenRows | None = None,
                 skip: bool = False, dropped: bool = False) -> tuple[Tensor, Tensor]:
-        real = (mask > 0).to(x.dtype).unsqueeze(1)  # [B, 1, T]
         if x.shape[1] == 0:
             return x.new_zeros(*x.shape[:2], self.output_size), x.new_zeros(x.shape[0], self.output_size)
-        x = self.input_dropout(x, dropped) * mask.unsqueeze(-1)
-        h = torch.relu(self.first(x.transpose(1, 2))) * real  # [B, H, T]
-        global_info = torch.relu(self.global_layer(h.max(-1).values))  # h >= 0, zero at padding
+        packed = Packed(mask > 0, max(self.first.kernel_size[0] // 2, 1))
+        real, pad = packed.real.to(x.dtype), packed.pad
+        h = conv_relu(self.first, packed.pack(self.input_dropout(x, dropped) * mask.unsqueeze(-1)), real, pad)
+        global_info = torch.relu(self.global_layer(packed.unpack(h).max(1).values))  # h >= 0, zero at padding
         local = h
         for conv in self.local:
-            local = torch.relu(conv(local)) * real
-        both = torch.cat([global_info.unsqueeze(-1).expand_as(local), local], 1)
-        states = (torch.relu(self.combine(self.dropout(both))) * real).transpose(1, 2)
+            local = conv_relu(conv, local, real, pad)
+        both = torch.cat([global_info[packed.document], local], -1)
+        states = packed.unpack(conv_relu(self.combine, self.dropout(both), real, pad))
         return states, states.max(1).values

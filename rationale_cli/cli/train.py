@@ -29,10 +29,10 @@ RUN_PANEL = "Run"
 # the panel of each training option in --help, in this order (the extractors' options follow them)
 PANELS = {
     "Data": ("data", "format", "aspect", "valid", "valid_fraction", "task", "text_col", "label_col", "query"),
-    "Model": ("extractor", "encoder", "selector_encoder", "predictor_encoder", "pretrained", "embeddings",
-              "embedding_dim", "fix_embeddings", "hidden_size", "dropout", "min_freq", "max_vocab"),
+    "Model": ("extractor", "encoder", "selector_encoder", "predictor_encoder", "pretrained", "freeze_layers",
+              "embeddings", "embedding_dim", "fix_embeddings", "hidden_size", "dropout", "min_freq", "max_vocab"),
     "Training": ("epochs", "batch_size", "lr", "weight_decay", "lr_decay", "lr_final", "lr_decay_epochs",
-                 "predictor_lr", "guidance", "clip", "patience", "keep", "rate_tolerance", "save_epochs",
+                 "pretrained_lr", "predictor_lr", "guidance", "clip", "patience", "keep", "rate_tolerance", "save_epochs",
                  "time_limit", "seed", "device"),
 }
 BUDGET_HELP = ("Rationale size: a share of each document's tokens (0.13) or a token count (10, or k=10), "

@@ -66,6 +66,12 @@ class TrainConfig:
     pretrained: str | None = option(None, "The transformer of an hf encoder: a local folder (config, weights and "
                                     "tokenizer files; works offline) or a Hugging Face hub name.",
                                     default_text="none")
+    freeze_layers: int = option(0, "Keep a transformer's embeddings and its first N layers fixed (-1: the whole "
+                                "transformer), on each hf side: fewer weights to learn, and a frozen selector "
+                                "transformer trains without its backward.", low=-1)
+    pretrained_lr: float | None = option(None, "The learning rate of a transformer's own weights (times "
+                                         "{predictor_lr} on the predictor's side), e.g. 5e-5 beside an {lr} of "
+                                         "0.002 for the rest.", above=0.0, high=1e6, default_text="{lr}")
     embeddings: str | None = option(None, "Pretrained word vectors, GloVe or word2vec text (.gz too).")
     embedding_dim: int = option(200, "Embedding size without --embeddings.", low=1)
     fix_embeddings: bool | None = option(None, "Keep the embeddings fixed.",
@@ -227,6 +233,9 @@ def from_values(values: dict[str, Any], given: set[str] | None = None, ranges: b
     if hf != bool(config.pretrained):
         raise UserError(f"--encoder hf (on either side) needs {flag_of('pretrained')} NAME_OR_PATH, a transformer's "
                         "folder or hub name" if hf else f"{flag_of('pretrained')} applies to an hf encoder only")
+    for name, off in (("freeze_layers", 0), ("pretrained_lr", None)):
+        if not hf and getattr(config, name) != off:
+            raise UserError(f"{flag_of(name)} applies to an hf encoder only")
     if config.keep == "best-loss-at-rate" and config.rate_target() is None:
         raise OptionError("keep", config.keep, "best-loss (best-loss-at-rate needs a selection rate held in "
                           "training: a share as {budget}, and {lagrangian} for bernoulli)", extractor=extractor)

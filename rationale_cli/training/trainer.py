@@ -102,20 +102,27 @@ def new_model(config: TrainConfig, train: list[Record], valid: list[Record], con
         model = build_model(config, len(vocab), task, vectors, selector, pretrained).to(device)
     except ValueError as err:
         raise UserError(f"--extractor {config.extractor} --encoder {config.encoder}: {err}") from None
+    try:
+        model.freeze_transformers(config.freeze_layers)
+    except ValueError as err:
+        raise UserError(f"--freeze-layers {config.freeze_layers}: {err}") from None
     return config, vocab, task, model
 
 
 def parameter_groups(model: RationaleModel, config: TrainConfig) -> list[dict]:
-    """The trainable parameters in one group, or with ``predictor_lr`` other than 1 in two: the
-    predictor's (its encoder and output layer) at ``predictor_lr`` times the learning rate, and
-    the rest (selector, its encoder, the word embeddings) at the learning rate (decoupled rates:
-    Liu et al., 2023, "Decoupled Rationalization with Asymmetric Learning Rates")."""
+    """The trainable parameters in one group, or in one group per learning rate: the predictor's
+    (its encoder and output layer) at ``predictor_lr`` times the rate of its side, the rest
+    (selector, its encoder, the word embeddings) at that rate (decoupled rates: Liu et al.,
+    2023, "Decoupled Rationalization with Asymmetric Learning Rates"), where a transformer's
+    own weights learn at ``pretrained_lr`` and every other weight at ``lr``."""
     predictor = {id(p) for p in model.predictor_parameters()}
-    params = [p for p in model.parameters() if p.requires_grad]
-    if config.predictor_lr == 1.0:
-        return [{"params": params}]
-    return [{"params": [p for p in params if id(p) not in predictor]},
-            {"params": [p for p in params if id(p) in predictor], "lr": config.lr * config.predictor_lr}]
+    pretrained = {id(p) for p in model.transformer_parameters()}
+    groups: dict[float, list] = {}
+    for p in model.parameters():
+        if p.requires_grad:
+            base = config.pretrained_lr if config.pretrained_lr is not None and id(p) in pretrained else config.lr
+            groups.setdefault(base * (config.predictor_lr if id(p) in predictor else 1.0), []).append(p)
+    return [{"params": params} if lr == config.lr else {"params": params, "lr": lr} for lr, params in groups.items()]
 
 
 def start_run_directory(out: Path, config: TrainConfig, vocab: Vocab, task: Task) -> None:
