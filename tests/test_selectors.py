@@ -128,3 +128,21 @@ def test_relaxed_and_estimated_masks_keep_their_zeros():
 
     selection = SimpleSelector(6, budget=3)(torch.randn(2, 8, 6, requires_grad=True), torch.ones(2, 8))
     assert not selection.skippable_zeros
+
+
+def test_correlated_top_k_utilities_are_its_linear_maps_and_pair_convolution():
+    from models.selectors.topk import CorrelatedTopKSelector
+
+    torch.manual_seed(0)
+    selector = CorrelatedTopKSelector(6, budget=3)
+    states = torch.randn(2, 7, 6, requires_grad=True)
+    unary, pairwise = selector.utilities(states)
+    pair = selector.pair(states.transpose(1, 2)).squeeze(1)
+    expected = selector.left(states[:, :-1]).squeeze(-1) + selector.right(states[:, 1:]).squeeze(-1) + pair
+    torch.testing.assert_close(unary, selector.unary(states).squeeze(-1))
+    torch.testing.assert_close(pairwise, expected)
+    grad = torch.autograd.grad((unary.sum() + (pairwise * torch.arange(6.0)).sum()), [states, *selector.parameters()])
+    plain = torch.autograd.grad((selector.unary(states).sum() + (expected * torch.arange(6.0)).sum()),
+                                [states, *selector.parameters()])
+    for a, b in zip(grad, plain):
+        torch.testing.assert_close(a, b)

@@ -92,7 +92,12 @@ class CorrelatedTopKSelector(TopKSelector):
         self.pair = nn.Conv1d(input_size, 1, kernel_size=2)
 
     def utilities(self, states: Tensor) -> tuple[Tensor, Tensor]:
-        unary = self.unary(states).squeeze(-1)
-        pair = self.pair(states.transpose(1, 2)).squeeze(1)  # [B, T-1]
-        pairwise = self.left(states[:, :-1]).squeeze(-1) + self.right(states[:, 1:]).squeeze(-1) + pair
+        """``unary(s_t)`` and, for each adjacent pair, ``left(s_t) + right(s_{t+1}) + pair(s_t, s_{t+1})``
+        (a width-2 convolution), from one product of the states with the maps' weights: the
+        first of a pair contributes ``left + pair tap 0``, the second ``right + pair tap 1``."""
+        weights = torch.stack([self.unary.weight[0], self.left.weight[0] + self.pair.weight[0, :, 0],
+                               self.right.weight[0] + self.pair.weight[0, :, 1]], 1)  # [H, 3]
+        scores = states @ weights
+        unary = scores[..., 0] + self.unary.bias
+        pairwise = scores[:, :-1, 1] + scores[:, 1:, 2] + (self.left.bias + self.right.bias + self.pair.bias)
         return unary, pairwise
