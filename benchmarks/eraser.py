@@ -23,6 +23,11 @@ the accuracy reference. Rows say what was chosen on validation (``chosen_on``).
 
     python benchmarks/eraser.py --extractors hardkuma --full-text --decode-rate 0.2 \
         --coherence-grid 0 0.1 0.3 1 --extractor-args '--coherence 0.002' -- --lr 0.001
+
+A pretrained transformer on both sides (``--encoder hf --pretrained DIR``) reads no word vectors:
+
+    python benchmarks/eraser.py --extractors hardkuma --encoder hf --pretrained ./minilm --decode-rate 0.2 \
+        -- --lr 0.002 --pretrained-lr 5e-5 --freeze-layers 4
 """
 
 from __future__ import annotations
@@ -132,6 +137,8 @@ def main() -> None:
     parser.add_argument("--extractors", nargs="+", default=["attention", "hardkuma"])
     parser.add_argument("--encoder", default="cnn")
     parser.add_argument("--vectors", type=Path, default=None, help="word vectors (default: the GloVe 6B 50-d subset)")
+    parser.add_argument("--pretrained", type=Path, default=None,
+                        help="with --encoder hf: the transformer's folder, read instead of word vectors")
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--budget", default="0.2", help="--budget for extractors that take a rate")
     parser.add_argument("--seed", type=int, default=0)
@@ -146,7 +153,10 @@ def main() -> None:
     parser.add_argument("train_args", nargs=argparse.REMAINDER, help="after --: extra options for `rationale train`")
     args = parser.parse_args()
     extra = [a for a in args.train_args if a != "--"]
+    if (args.encoder == "hf") != (args.pretrained is not None):
+        parser.error("--encoder hf goes with --pretrained DIR, and --pretrained with --encoder hf")
     data, vectors = movies_inputs(args.data_dir, args.vectors)
+    words = ["--pretrained", str(args.pretrained.resolve())] if args.pretrained else ["--embeddings", str(vectors)]
     runs = runs_folder(args.runs, "eraser-runs-")
     commit = git_commit()
     checks = {}
@@ -162,7 +172,7 @@ def main() -> None:
         run = runs / extractor
         budget = ["--budget", args.budget] if "budget" in option_specs(extractor) else []
         train_cmd, seconds = rationale("train", "--data", str(data), "--out", str(run), "--force", "--extractor", extractor,
-                                       "--encoder", args.encoder, "--embeddings", str(vectors), "--epochs", str(args.epochs),
+                                       "--encoder", args.encoder, *words, "--epochs", str(args.epochs),
                                        "--seed", str(args.seed), *budget, *extra,
                                        *([] if extractor == "full" else shlex.split(args.extractor_args)))
         decoding, validation = chosen_decoding(run, data, extractor, args.decode_rate, args.coherence_grid)
@@ -183,7 +193,7 @@ def main() -> None:
         cls = eraser["classification_scores"]
         append_result({
             "benchmark": "eraser", "dataset": "movies", "extractor": extractor, "encoder": args.encoder,
-            "vectors": vectors_name(vectors),
+            "vectors": args.pretrained.name if args.pretrained else vectors_name(vectors),
             "budget": args.budget if budget else None, "epochs": args.epochs, "seed": args.seed,
             "accuracy": cls["accuracy"], "majority_accuracy": evaluated["majority_accuracy"],
             "selection_rate": evaluated["selection_rate"], "gold_share": evaluated["gold_share"],
