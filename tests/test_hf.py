@@ -163,11 +163,11 @@ def test_a_text_longer_than_the_models_positions_is_cut_with_a_warning(demo, tin
     pretrained.max_length = 6
     encoder = HFEncoder(pretrained).eval()
     ids = torch.tensor([[2, 3, 2, 3, 2, 3], [2, 3, 0, 0, 0, 0]])
-    with pytest.warns(UserWarning, match="reads its first 4"):
+    with pytest.warns(UserWarning, match="reads the first 4"):
         read = encoder.subwords(ids, (ids > 0).float())
     pieces = int((pretrained.pieces[2:4] >= 0).sum())  # of "head white", the second row's text
     assert read.attention.sum(1).tolist() == [6, min(6, 2 + pieces)]
-    with pytest.warns(UserWarning, match="reads its first 4"):
+    with pytest.warns(UserWarning, match="reads the first 4"):
         states, _ = encoder(ids, (ids > 0).float())
     assert not states[0, 5].any() and states[0, 0].any()  # words past the cut get zero states
 

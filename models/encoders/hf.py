@@ -84,7 +84,8 @@ class HFEncoder(Encoder):
         counts = keep.sum(1)
         most = int(counts.max()) if R else 0
         if most > room:
-            warnings.warn(f"a text of {most} subwords: the transformer reads its first {room} "
+            # the same words for every text, so that Python shows it once, not once per length
+            warnings.warn(f"a text longer than {room} subwords: the transformer reads the first {room} "
                           "(its positions), the rest is cut off", stacklevel=3)
         counts = counts.clamp(max=room)
         body = min(most, room)
