@@ -89,3 +89,36 @@ def test_no_steps():
     conv = torch.nn.Conv1d(4, 3, 3, padding=1)
     x = torch.zeros(2, 0, 4, requires_grad=True)
     assert Packed(torch.zeros(2, 0, dtype=torch.bool), 1).convolved([conv], x).shape == (2, 0, 3)
+
+
+def test_l2x_on_packed_rows_equals_its_equations_with_conv1d():
+    """The L2X selector network (models.encoders.l2x) against its docstring's equations written
+    with Conv1d over padded [B, H, T] inputs, values and gradients."""
+    from models.encoders.l2x import L2XEncoder
+
+    torch.manual_seed(3)
+    encoder = L2XEncoder(5, 4, dropout=0.0).train()
+    raw, real = batch(4, 9, 5)
+    mask = real[..., 0]
+    raw.requires_grad_(True)
+
+    def reference(x):
+        r = mask.unsqueeze(1)  # [B, 1, T]
+        h = torch.relu(encoder.first((x * mask.unsqueeze(-1)).transpose(1, 2))) * r
+        global_info = torch.relu(encoder.global_layer(h.max(-1).values))
+        local = h
+        for conv in encoder.local:
+            local = torch.relu(conv(local)) * r
+        both = torch.cat([global_info.unsqueeze(-1).expand_as(local), local], 1)
+        states = (torch.relu(encoder.combine(both)) * r).transpose(1, 2)
+        return states, states.max(1).values
+
+    expected, got = reference(raw), encoder(raw, mask)
+    for a, b in zip(got, expected):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+    grad = torch.randn_like(expected[0])
+    weights = list(encoder.parameters())
+    wanted = torch.autograd.grad((expected[0] * grad).sum() + expected[1].sum(), [raw, *weights])
+    given = torch.autograd.grad((got[0] * grad).sum() + got[1].sum(), [raw, *weights])
+    for a, b in zip(given, wanted):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
