@@ -10,7 +10,7 @@ import torch
 import models.native as native
 from models.distributions.hardkuma import HardKuma
 from models.encoders.recurrence import _rcnn_backward, _rcnn_forward, rcnn_scan, rcnn_scan_autograd
-from models.native import hardkuma_scan, rcnn
+from models.native import greedy_masks, hardkuma_scan, rcnn
 from models.selectors.hardkuma import HardKumaSelector, most_likely
 
 pytestmark = pytest.mark.skipif(native.library("rcnn_steps") is None, reason="no C compiler here")
@@ -165,6 +165,7 @@ def test_without_a_compiler_or_in_float64_the_plain_loops_run(monkeypatch):
     assert not hardkuma_scan.compiled(states, mask)  # float64: the PyTorch loop
     monkeypatch.setattr(native, "library", lambda name: None)
     assert not rcnn.compiled(torch.ones(1)) and not hardkuma_scan.compiled(torch.ones(1))
+    assert not greedy_masks.compiled(torch.ones(1, dtype=torch.float64))
     torch.manual_seed(3)
     a = selector.sampled(states, mask)[0]
     torch.manual_seed(3)

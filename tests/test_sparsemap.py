@@ -365,6 +365,29 @@ def test_greedy_masks_decompose_the_marginals_into_affinely_independent_masks(se
 
 
 @pytest.mark.parametrize("seed", range(4))
+def test_the_compiled_greedy_masks_equal_the_pytorch_loop(seed, monkeypatch):
+    """The same masks and weights from the C loop (models/native/greedy_masks.c) as from the
+    batch loop, on projections (many exact 0s and 1s, so ties) and on random marginals, with
+    an empty row and a row of zeros."""
+    from models.distributions import sparsemap as module
+    from models.native import greedy_masks as native
+
+    if not native.compiled(torch.zeros(1, dtype=torch.float64)):
+        pytest.skip("no C compiler")
+    scores, mask, budgets = random_marginals(seed)
+    generator = torch.Generator().manual_seed(seed)
+    for mu in (budget_projection(scores, mask, budgets), torch.rand(5, 40, generator=generator, dtype=torch.float64),
+               torch.zeros(2, 7, dtype=torch.float64), torch.zeros(3, 0, dtype=torch.float64)):
+        compiled = greedy_masks(mu)
+        monkeypatch.setattr(native, "compiled", lambda mu: False)
+        plain = module.greedy_masks(mu)
+        monkeypatch.undo()
+        assert compiled[0].shape == plain[0].shape
+        assert torch.equal(compiled[0], plain[0])
+        torch.testing.assert_close(compiled[1], plain[1], atol=1e-15, rtol=0)
+
+
+@pytest.mark.parametrize("seed", range(4))
 def test_the_closed_form_start_is_optimal_at_once(seed, monkeypatch):
     """From the closed form, Algorithm 1 asks its oracle once and adds no mask, and ends at the
     projection, as from the oracle's mask.

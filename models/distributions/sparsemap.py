@@ -39,6 +39,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from models.distributions.chain_ksubset import ChainKSubset
+from models.native import greedy_masks as native_greedy
 
 
 class Supports:
@@ -213,7 +214,11 @@ def greedy_masks(mu: Tensor, tol: float = 1e-12) -> tuple[Tensor, Tensor]:
     largest weight that keeps the rest a mixture of such masks: until one of them reaches 0
     or a token left out reaches the weight still to place, which fixes that token for every
     later mask. So no mask is an affine combination of the later ones (the KKT matrix of
-    eq. 13 is invertible), and a document gets about one mask per fractional marginal."""
+    eq. 13 is invertible), and a document gets about one mask per fractional marginal. The
+    same loop runs compiled where it can (:mod:`models.native.greedy_masks`)."""
+    if native_greedy.compiled(mu):
+        masks, weights = native_greedy.greedy_masks(mu, tol)
+        return masks, weights / weights.sum(-1, keepdim=True)
     batch, length = mu.shape
     total = mu.sum(-1, keepdim=True)
     size = (total - tol).ceil().clamp_min(0)

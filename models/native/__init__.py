@@ -9,15 +9,18 @@ same math as the PyTorch code it stands in for (each is tested against it):
   backward, for :mod:`models.encoders.recurrence` (the whole loop, where PyTorch carries MKL);
 - :mod:`models.native.hardkuma_scan`: the dependent HardKuma selector's sampling loop
   (``hardkuma_scan.c``), forward and backward, for :mod:`models.selectors.dependent`;
-- :mod:`models.native.dropout`: dropout with a hashed mask (``dropout.c``), for every encoder.
+- :mod:`models.native.dropout`: dropout with a hashed mask (``dropout.c``), for every encoder;
+- :mod:`models.native.greedy_masks`: SparseMAP's starting support (``greedy_masks.c``, float64),
+  for :mod:`models.distributions.sparsemap`.
 
 A C file (with the headers of this folder) is compiled on first use with the system's C
 compiler (``cc``, or ``$CC``) into the user's cache folder (``$XDG_CACHE_HOME/rationale-cli``,
-else a temporary folder) and loaded with :mod:`ctypes`: ``pip install`` needs no compiler, and where there is none, a
-build fails, the tensors are not float32 on the CPU, or ``RATIONALE_NATIVE=0`` is set, the
-PyTorch loops run instead, with the same results up to float rounding. A loop whose rows are
-independent runs on as many threads as PyTorch uses (:func:`over_rows`; ctypes lets go of
-Python's lock during each call).
+else a temporary folder) and loaded with :mod:`ctypes`: ``pip install`` needs no compiler.
+Where there is none, a build fails, the tensors are not of the loop's type (float32; float64
+for SparseMAP) on the CPU, or ``RATIONALE_NATIVE=0`` is set, the PyTorch loops run instead,
+with the same results up to float rounding. A loop whose rows are independent runs on as
+many threads as PyTorch uses (:func:`over_rows`; ctypes lets go of Python's lock during
+each call).
 """
 
 from __future__ import annotations
@@ -101,10 +104,9 @@ def declared(lib: ctypes.CDLL | None, name: str, *argtypes) -> ctypes._CFuncPtr 
     return function
 
 
-def usable(library_name: str, *tensors: Tensor) -> bool:
-    """Whether a compiled loop can run on these tensors: float32 on the CPU, its library built."""
-    return all(x.dtype == torch.float32 and x.device.type == "cpu" for x in tensors) and \
-        library(library_name) is not None
+def usable(library_name: str, *tensors: Tensor, dtype: torch.dtype = torch.float32) -> bool:
+    """Whether a compiled loop can run on these tensors: ``dtype`` on the CPU, its library built."""
+    return all(x.dtype == dtype and x.device.type == "cpu" for x in tensors) and library(library_name) is not None
 
 
 def pointers(*tensors: Tensor) -> list[int]:
