@@ -18,6 +18,7 @@ gradient where ``relu`` passed it and ``real`` is 1 (one product with ``out > 0`
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Iterable
 
 import torch
@@ -29,7 +30,7 @@ class Packed:
     packed with ``pad`` zero rows before, between and after the documents. ``index``: the
     flat position ``b T + t`` of each packed row of a document, ``at``: its packed row;
     ``rows``: how many there are in all; ``real [rows, 1]``: 1 at the real rows, 0 elsewhere;
-    ``document [rows]``: the document of each packed row (that of the next one between them)."""
+    ``ends [B]``: where each document's rows end."""
 
     def __init__(self, real: Tensor, pad: int):
         B, T = real.shape
@@ -41,10 +42,14 @@ class Packed:
         self.index = kept.flatten().nonzero().squeeze(1)
         self.at = (starts.unsqueeze(1) + positions)[kept]
         self.rows = pad + int((lengths + pad).sum())
-        ends = starts + lengths
-        self.document = torch.searchsorted(ends, torch.arange(self.rows, device=real.device), right=True).clamp(
-            max=max(B - 1, 0))
+        self.ends = starts + lengths
         self.real = self.pack(real.unsqueeze(-1).float())
+
+    @cached_property
+    def document(self) -> Tensor:
+        """The document of each packed row ``[rows]`` (that of the next one between them)."""
+        rows = torch.arange(self.rows, device=self.ends.device)
+        return torch.searchsorted(self.ends, rows, right=True).clamp(max=max(self.shape[0] - 1, 0))
 
     def pack(self, x: Tensor) -> Tensor:
         """``x [B, T, D]`` as packed rows ``[rows, D]`` (zero between documents)."""
@@ -60,8 +65,9 @@ class Packed:
     def convolved(self, convs: Iterable[nn.Conv1d], x: Tensor) -> Tensor:
         """``relu(conv(.)) * real`` of each conv in turn on ``x [B, T, In]``, as ``[B, T, Out]``."""
         rows = self.pack(x)
+        real = self.real.to(rows.dtype)
         for conv in convs:
-            rows = conv_relu(conv, rows, self.real.to(rows.dtype), self.pad)
+            rows = conv_relu(conv, rows, real, self.pad)
         return self.unpack(rows)
 
 

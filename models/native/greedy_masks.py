@@ -1,8 +1,10 @@
 """SparseMAP's starting support compiled (``greedy_masks.c``): the loop of
-:func:`models.distributions.sparsemap.greedy_masks`, one document at a time, each step's
-order kept and re-sorted by insertion, instead of a sort and some ten batch operations per
-step (a beer review's support starts with 40-50 masks early in training). The same masks and
-weights (tested against the PyTorch loop); float64 on the CPU."""
+:func:`models.distributions.sparsemap.greedy_masks`, one document at a time, its entries
+sorted once and then kept in order by moving those a step lowered back into place, instead
+of a sort and some ten batch operations per step (a beer review's support starts with 40-50
+masks early in training). The same masks and weights (tested against the PyTorch loop);
+float64 on the CPU. It runs twice: once to count each document's steps, which sizes the
+output, then to write them."""
 
 from __future__ import annotations
 
