@@ -9,7 +9,8 @@ on beer reviews, not available; ``beer_vectors.py`` trains such vectors here).
 With ``--pooled`` the training side also gets the other aspects' heldout reviews
 (about 29,000 more, each labelled with this aspect's score; the 1,000 validation
 reviews and repeats left out); validation and test stay as they are. With
-``--train-size N`` it trains on the first N of the aspect's 9,000 (a learning curve).
+``--train-size N`` it trains on the first N of the aspect's 9,000 (a learning curve). A pretrained
+transformer on both sides (``--encoder hf --pretrained DIR``) reads no word vectors.
 With ``--test-rate corpus`` the test reviews are decoded at the training target held
 over the whole test corpus (``evaluate --rate-over corpus``; ``--test-share S`` at S instead of
 the target), and ``--evaluate-only``
@@ -133,6 +134,8 @@ def main() -> None:
     parser.add_argument("--embeddings", default=None,
                         help="word vectors (default: the GloVe 6B 50-d subset in --data-dir; "
                              "benchmarks/beer_vectors.py makes beer-domain ones)")
+    parser.add_argument("--pretrained", type=Path, default=None,
+                        help="with --encoder hf: the transformer's folder (no word vectors are read)")
     parser.add_argument("--runs", default=None, help="keep run directories here (default: a temporary folder)")
     parser.add_argument("--test-rate", choices=("document", "corpus"), default=None,
                         help="decode the test reviews at the training target (`evaluate --rate`): each review "
@@ -157,6 +160,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.pooled and args.train_size:
         parser.error("--pooled and --train-size do not go together")
+    if (args.encoder == "hf") != (args.pretrained is not None):
+        parser.error("--encoder hf goes with --pretrained DIR, and --pretrained with --encoder hf")
     if args.evaluate_only and not args.runs:
         parser.error("--evaluate-only needs the --runs folder the runs were trained in")
     if args.test_share is not None and not args.test_rate:
@@ -169,8 +174,10 @@ def main() -> None:
     runs = runs_folder(args.runs, "beer-runs-")
     extra = [a for a in args.train_args if a != "--"]
     vectors = args.embeddings or str(data / GLOVE)
+    words = ["--pretrained", str(args.pretrained.resolve())] if args.pretrained else ["--embeddings", vectors]
     # runs with other options (or other vectors) apart
-    options = hashlib.sha1(" ".join(extra + ([vectors] if args.embeddings else [])).encode()).hexdigest()[:8]
+    options = hashlib.sha1(" ".join(extra + ([vectors] if args.embeddings else []) + words * bool(args.pretrained))
+                           .encode()).hexdigest()[:8]
     data_suffix = "-pooled" if args.pooled else f"-n{args.train_size}" if args.train_size else ""
     encoder = ["--encoder", args.encoder or PAPER_ENCODERS.get(args.extractor, "rcnn")]
     size = option_specs(args.extractor).get("budget")
@@ -194,7 +201,7 @@ def main() -> None:
                      "--aspect", str(aspect), "--valid-fraction", "0.1"]
         for seed in args.seeds:
             run = runs / f"{args.extractor}-{args.encoder or 'default'}-a{aspect}-t{target}-s{seed}-{options}{data_suffix}"
-            train_args = ("train", *split, "--embeddings", vectors, *encoder, "--extractor", args.extractor, *budget,
+            train_args = ("train", *split, *words, *encoder, "--extractor", args.extractor, *budget,
                           "--epochs", str(args.epochs), "--seed", str(seed), "--out", str(run), "--force", *extra)
             if args.evaluate_only:
                 if not (run / "metrics.json").is_file():
@@ -238,7 +245,8 @@ def main() -> None:
                 "coherence_cross_fit": {"costs": args.tune_coherence, "chosen": chosen, "rate": held} if chosen else None,
                 # absolute change of the predicted score without the rationale / from it alone (evaluate's reruns)
                 **{key: test.get("faithfulness", {}).get(key) for key in ("comprehensiveness", "sufficiency")},
-                "train_size": train_size, "vectors": f"{Path(vectors).name.split('.')[0]} {config['embedding_dim']}d",
+                "train_size": train_size, "vectors": (args.pretrained.name if args.pretrained
+                            else f"{Path(vectors).name.split('.')[0]} {config['embedding_dim']}d"),
                 "command": f"{train_cmd} && {eval_cmd}",
                 "script": invocation(), "commit": commit,
             })

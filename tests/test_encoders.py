@@ -142,7 +142,7 @@ def test_inference_runs_only_the_read_steps_with_the_same_result(config, monkeyp
     mask[3, 3] = 0.25  # row 2 reads nothing
     steps = []
     scan = enc.scan
-    monkeypatch.setattr(enc, "scan", lambda x, m, tokens=None: (steps.append(x.shape[1]), scan(x, m, tokens))[1])
+    monkeypatch.setattr(enc, "scan", lambda x, m, *rest: (steps.append(x.shape[1]), scan(x, m, *rest))[1])
     full = enc(x.clone().requires_grad_(), mask)
     with torch.no_grad():
         short = enc(x, mask)
@@ -209,6 +209,28 @@ def test_inference_per_distinct_token_matches_training(config):
             fast_states, fast_summary = enc(x, gate, TokenRows(ids_, table, scale))
         torch.testing.assert_close(fast_states, states.detach(), atol=1e-5, rtol=0)
         torch.testing.assert_close(fast_summary, summary.detach(), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("config", [*CONFIGS, ("cnn", 2)], ids=ids)
+def test_gated_summary_from_the_tokens_matches_training(config):
+    """A predictor at inference: ``gated`` given what its input is made of computes from the
+    tokens (the gated input not formed, nor a recurrent encoder's states) and returns the
+    summary that the gated input gives with gradients; with short, empty and full gates."""
+    enc = make(*config) if config != ("cnn", 2) else CNNEncoder(IN, HID, layers=2).eval()
+    table = torch.randn(9, IN)
+    ids_ = torch.randint(0, 9, (5, 11))
+    padding = torch.ones(5, 11)
+    padding[2, 7:] = 0
+    gate = (torch.rand(5, 11) < 0.2).float() * torch.rand(5, 11).add(0.5).clamp(max=1)
+    gate[1] = 0
+    gate[3] = 1
+    gate = gate * padding
+    read = gate if enc.skips_unselected else padding
+    x = table[ids_]
+    expected = enc.gated(x.clone().requires_grad_(), gate, read).detach()
+    with torch.no_grad():
+        fast = enc.gated(x, gate, read, tokens=TokenRows(ids_, table, gate))
+    torch.testing.assert_close(fast, expected, atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize("kind", ["cnn", "rcnn"])

@@ -104,9 +104,18 @@ class Encoder(nn.Module):
         with the padding or read ``mask [R, T]``. With ``rows``, a document's gates share one
         draw of the input dropout (``dropout(x) z`` is ``x z`` dropped out), so their encodings
         differ by the gates alone; an encoder may then skip forming the R gated copies."""
-        if rows is None:
-            return self(x * gate.unsqueeze(-1), mask, tokens, skip=skip)[1]
-        return self(self.input_dropout(x)[rows] * gate.unsqueeze(-1), mask, skip=skip, dropped=True)[1]
+        if rows is None:  # x is not read where the encoder computes from the tokens
+            return self.summary(x if self.uses_tokens(x, tokens) else x * gate.unsqueeze(-1), mask, tokens, skip)
+        return self.summary(self.input_dropout(x)[rows] * gate.unsqueeze(-1), mask, skip=skip, dropped=True)
+
+    def summary(self, x: Tensor, mask: Tensor, tokens: TokenRows | None = None, skip: bool = False,
+                dropped: bool = False) -> Tensor:
+        """``forward(...)[1]``: an encoder may leave the states it does not return unformed."""
+        return self(x, mask, tokens, skip=skip, dropped=dropped)[1]
+
+    def uses_tokens(self, x: Tensor, tokens: TokenRows | None) -> bool:
+        """Whether :meth:`forward` computes from ``tokens`` here and does not read ``x``."""
+        return False
 
 
 def without_grad(module: nn.Module, x: Tensor) -> bool:
@@ -120,11 +129,12 @@ SKIP_SHARE = 0.75  # below this share of steps to run, a skipping scan runs only
 
 class RecurrentEncoder(Encoder):
     """Shared by the masked recurrent encoders: sizes, input dropout, and the
-    empty-sequence case; subclasses implement ``scan(x, mask) -> (states, summary)``.
+    empty-sequence case; subclasses implement ``scan(x, mask, tokens, states) -> (states,
+    summary)``, with None for the states when ``states`` is False.
 
     A step with mask 0 carries every state over unchanged, so without gradients (or with
     ``skip``, when the mask's zeros need none) the scan runs over each row's nonzero steps
-    only, moved to the front in order (:meth:`skip_unread`): the same states and summary
+    only, moved to the front in order (:meth:`encoded`): the same states and summary
     in fewer steps, e.g. a predictor reading a short rationale. With ``tokens`` (inference,
     eval mode) the input projections come from the words' products
     (:func:`models.encoders.recurrence.token_projections`)."""
@@ -140,31 +150,42 @@ class RecurrentEncoder(Encoder):
 
     def forward(self, x: Tensor, mask: Tensor, tokens: TokenRows | None = None,
                 skip: bool = False, dropped: bool = False) -> tuple[Tensor, Tensor]:
+        return self.encoded(x, mask, tokens, skip, dropped)
+
+    def summary(self, x: Tensor, mask: Tensor, tokens: TokenRows | None = None, skip: bool = False,
+                dropped: bool = False) -> Tensor:
+        """Without gradients, the summary alone: the states are not formed (a predictor's case)."""
+        return self.encoded(x, mask, tokens, skip, dropped, states=not without_grad(self, x))[1]
+
+    def uses_tokens(self, x: Tensor, tokens: TokenRows | None) -> bool:
+        return tokens is not None and not self.training and without_grad(self, x)
+
+    def encoded(self, x: Tensor, mask: Tensor, tokens: TokenRows | None, skip: bool, dropped: bool,
+                states: bool = True) -> tuple[Tensor | None, Tensor]:
+        """``(states, summary)``; without ``states`` (no gradients), the states may be None: not formed."""
         mask = mask.to(x.dtype)
-        if x.shape[1] == 0:  # no steps: nothing to encode
-            return x.new_zeros(*x.shape[:2], self.output_size), x.new_zeros(x.shape[0], self.output_size)
+        B, T, _ = x.shape
+        if T == 0:  # no steps: nothing to encode
+            return x.new_zeros(B, T, self.output_size), x.new_zeros(B, self.output_size)
         if not (skip or without_grad(self, x)):
             return self.scan(self.input_dropout(x, dropped), mask)
         tokens = None if self.training else tokens  # dropout changes x
         read = mask > 0
         steps = int(read.sum(1).max())
-        if steps < SKIP_SHARE * x.shape[1]:
-            return self.skip_unread(x, mask, read, steps, tokens, dropped)
-        return self.scan(self.input_dropout(x, dropped), mask, tokens)
-
-    def skip_unread(self, x: Tensor, mask: Tensor, read: Tensor, steps: int,
-                    tokens: TokenRows | None = None, dropped: bool = False) -> tuple[Tensor, Tensor]:
-        """The scan over the ``read`` steps of each row (at most ``steps``), states put back
-        in place (zero elsewhere, as the full scan leaves them)."""
-        B, T, _ = x.shape
-        states = x.new_zeros(B, T, self.output_size)
+        if steps >= SKIP_SHARE * T:
+            return self.scan(self.input_dropout(x, dropped), mask, tokens, states)
         if steps == 0:
-            return states, self.tied(x.new_zeros(B, self.output_size))
-        order = torch.sort((~read).to(torch.uint8), dim=1, stable=True).indices[:, :steps]  # read steps first
-        short, summary = self.scan(self.input_dropout(x.gather(1, order.unsqueeze(-1).expand(-1, -1, x.shape[-1])),
-                                                      dropped),
-                                   mask.gather(1, order), None if tokens is None else tokens.gather(order))
-        return states.scatter_(1, order.unsqueeze(-1).expand(-1, -1, self.output_size), short), summary
+            return x.new_zeros(B, T, self.output_size), self.tied(x.new_zeros(B, self.output_size))
+        # the scan over each row's read steps, moved to the front in order (with tokens, x is not
+        # read); the states put back in place (zero elsewhere, as the full scan leaves them)
+        order = torch.sort((~read).to(torch.uint8), dim=1, stable=True).indices[:, :steps]
+        front = x[:, :steps] if tokens is not None else x.gather(1, order.unsqueeze(-1).expand(-1, -1, x.shape[-1]))
+        short, summary = self.scan(self.input_dropout(front, dropped), mask.gather(1, order),
+                                   None if tokens is None else tokens.gather(order), states)
+        if short is None:
+            return None, summary
+        index = order.unsqueeze(-1).expand(-1, -1, self.output_size)
+        return x.new_zeros(B, T, self.output_size).scatter_(1, index, short), summary
 
     def tied(self, summary: Tensor) -> Tensor:
         """``summary`` of a batch that reads no step (a predictor given only empty rationales),
@@ -175,8 +196,8 @@ class RecurrentEncoder(Encoder):
             return summary
         return summary + sum(p.reshape(-1)[0] for p in self.parameters() if p.requires_grad) * 0.0
 
-    def scan(self, x: Tensor, mask: Tensor,
-             tokens: TokenRows | None = None) -> tuple[Tensor, Tensor]:  # pragma: no cover - abstract
+    def scan(self, x: Tensor, mask: Tensor, tokens: TokenRows | None = None,
+             states: bool = True) -> tuple[Tensor | None, Tensor]:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def extra_repr(self) -> str:

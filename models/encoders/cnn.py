@@ -70,7 +70,7 @@ class CNNEncoder(Encoder):
             summary = states.masked_fill(real == 0, float("-inf")).max(dim=1).values
             return states, torch.where(real.amax(1) > 0, summary, 0.0)
         inference = without_grad(self, x)
-        rows = tokens.scaled(mask) if tokens is not None and not self.training and inference else None
+        rows = tokens.scaled(mask) if self.uses_tokens(x, tokens) else None
         # with rows, x is not read
         states = x if rows is not None else self.input_dropout(x, dropped) * mask.unsqueeze(-1)
         if inference:
@@ -81,6 +81,9 @@ class CNNEncoder(Encoder):
         # states >= 0 and 0 at padding: the plain max is the masked max (max, not amax, under
         # autograd: its gradient goes to the first of tied maxima, as it always did)
         return states, states.amax(dim=1) if inference else states.max(dim=1).values
+
+    def uses_tokens(self, x: Tensor, tokens: TokenRows | None) -> bool:
+        return tokens is not None and bool(self.convs) and not self.training and without_grad(self, x)
 
     def gated(self, x: Tensor, gate: Tensor, mask: Tensor, rows: Tensor | None = None,
               tokens: TokenRows | None = None, skip: bool = False) -> Tensor:

@@ -47,6 +47,7 @@ class LSTMEncoder(RecurrentEncoder):
         for p in (self.weight_ih, self.weight_hh, self.bias):
             nn.init.uniform_(p, -bound, bound)
 
-    def scan(self, x: Tensor, mask: Tensor, tokens: TokenRows | None = None) -> tuple[Tensor, Tensor]:
+    def scan(self, x: Tensor, mask: Tensor, tokens: TokenRows | None = None,
+             states: bool = True) -> tuple[Tensor | None, Tensor]:
         P, M = stack_directions(x, mask, self.weight_ih, self.bias, tokens)
-        return merge_directions(lstm_scan(P, M, self.weight_hh), mask)
+        return merge_directions(lstm_scan(P, M, self.weight_hh), mask, states)

@@ -104,9 +104,10 @@ class RCNNEncoder(RecurrentEncoder):
         nn.init.zeros_(self.bias_lambda)
         nn.init.zeros_(self.bias)
 
-    def scan(self, x: Tensor, mask: Tensor, tokens: TokenRows | None = None) -> tuple[Tensor, Tensor]:
+    def scan(self, x: Tensor, mask: Tensor, tokens: TokenRows | None = None,
+             states: bool = True) -> tuple[Tensor | None, Tensor]:
         # only the lambda gate has an input-side bias
         D, H = self.bias_lambda.shape
         bias_ih = torch.cat((self.bias_lambda, self.bias_lambda.new_zeros(D, 2 * H)), -1)
         P, M = stack_directions(x, mask, self.weight_ih, bias_ih, tokens)
-        return merge_directions(rcnn_scan(P, M, self.weight_hh, self.bias), mask)
+        return merge_directions(rcnn_scan(P, M, self.weight_hh, self.bias), mask, states)

@@ -400,7 +400,7 @@ class _Merge(torch.autograd.Function):
         states[..., :H] = out[0].transpose(0, 1)
         if D == 2:
             states[..., H:] = out[1].flip(0).transpose(0, 1)
-        summary = out[:, -1].transpose(0, 1).reshape(B, D * H)
+        summary = last_states(out)
         ctx.set_materialize_grads(False)
         ctx.save_for_backward(read)
         ctx.sizes = (D, T, B, H)
@@ -425,8 +425,15 @@ class _Merge(torch.autograd.Function):
         return gout, None
 
 
-def merge_directions(out: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+def merge_directions(out: Tensor, mask: Tensor, states: bool = True) -> tuple[Tensor | None, Tensor]:
     """``out [D,T,B,H]`` -> states ``[B,T,D*H]`` (zero where mask == 0; the
     backward direction flipped back) and summary ``[B,D*H]`` = concat(forward
-    h_T, backward h at position 0), i.e. each direction's final state."""
-    return _Merge.apply(out, mask)
+    h_T, backward h at position 0), i.e. each direction's final state. Without ``states``
+    (no gradient through them), None and the summary: the states are not formed."""
+    return _Merge.apply(out, mask) if states else (None, last_states(out))
+
+
+def last_states(out: Tensor) -> Tensor:
+    """Each direction's final state of ``out [D,T,B,H]``, side by side ``[B, D*H]``."""
+    D, _, B, H = out.shape
+    return out[:, -1].transpose(0, 1).reshape(B, D * H)
