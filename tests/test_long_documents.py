@@ -33,16 +33,21 @@ def records_of(lengths):
     return [Record(id=str(i), tokens=["w"] * n) for i, n in enumerate(lengths)]
 
 
-def test_a_long_text_is_tokenized_in_pieces_into_the_same_tokens(monkeypatch):
+def test_a_long_text_is_tokenized_as_a_fresh_tokenizer_tokenizes_it_whole(monkeypatch):
+    """Runs are tokenized alone and kept (at most RUNS_KEPT: the kept runs are dropped when
+    full, a text's own new runs kept whatever their number): the whole text's tokens."""
+    import spacy
+
     rng = random.Random(0)
-    words = ["beer", "head,", "(white)", "don't", "U.S.", "!!", "  ", "\n", "x" * 40]
+    words = ["beer", "head,", "(white)", "don't", "U.S.", "!!", "  ", "\n", "x" * 40, ":p", "c'mon)"]
     text = " ".join(rng.choice(words) for _ in range(3000))
-    whole = tokenize.tokenize(text)
-    monkeypatch.setattr(tokenize, "PIECE", 50)
-    assert len(list(tokenize.pieces(text))) > 100
-    assert tokenize.tokenize(text) == whole
-    tokens, offsets = tokenize.tokenize("y" * 120 + " z")  # a run longer than a piece stays whole
-    assert tokens == ["y" * 120, "z"] and offsets == [(0, 120), (121, 122)]
+    fresh = spacy.blank("en").tokenizer(text)
+    expected = ([t.text for t in fresh if not t.is_space], [(t.idx, t.idx + len(t)) for t in fresh if not t.is_space])
+    monkeypatch.setattr(tokenize, "_runs", {})
+    monkeypatch.setattr(tokenize, "RUNS_KEPT", 4)
+    assert tokenize.tokenize(text) == expected
+    assert tokenize.tokenize(text) == expected
+    assert tokenize.tokenize("beer") == (["beer"], [(0, 4)]) and len(tokenize._runs) <= 12
 
 
 def test_no_batch_holds_more_than_its_bound_whatever_the_batch_size(monkeypatch):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import re
 import subprocess
 import sys
@@ -41,6 +42,33 @@ def test_tokenize_offsets_map_back_onto_text(text):
 
 def test_tokenize_splits_punctuation_and_clitics():
     assert tokenize("Don't stop.")[0] == ["Do", "n't", "stop", "."]
+
+
+def test_tokenize_gives_spacys_tokens_of_each_run_alone_whatever_came_before():
+    """Each whitespace-free run has spaCy's tokens of the run alone, whichever texts were
+    tokenized before (their runs kept): special cases, punctuation and whitespace of every
+    kind, in random texts. On the whole text spaCy would split an emoticon by the token
+    before it; a run's tokens do not depend on its neighbours."""
+    import spacy
+
+    tokenizer = spacy.blank("en").tokenizer
+    tokenizer.max_cache_size = 0  # no state
+
+    def alone(text):
+        tokens, offsets = [], []
+        for match in re.finditer(r"\S+", text):
+            for token in tokenizer(match.group()):
+                tokens.append(token.text)
+                offsets.append((match.start() + token.idx, match.start() + token.idx + len(token)))
+        return tokens, offsets
+
+    assert tokenize(") :]x")[0] == [")", ":]", "x"] and tokenize("x :]x")[0] == ["x", ":]", "x"]
+    rng = random.Random(1)
+    pieces = [*rng.sample(sorted(tokenizer.rules), 300), "(", ")", ".", ",", "!", '"', "'", "--", "...", ":)",
+              ":]x", "http://x.org/a?b=1", "\n", "\t", "\u00a0", "\u2003", "\x1c", "\r\n", "can't", "3.5%", "a/b"]
+    for _ in range(3000):
+        text = "".join(rng.choice(pieces) + rng.choice(["", "", " ", "  ", "\n"]) for _ in range(rng.randrange(1, 12)))
+        assert tokenize(text) == alone(text), text
 
 
 def test_importing_the_package_does_not_import_spacy_or_pandas():

@@ -35,6 +35,7 @@ from torch import Tensor, nn
 from models.encoders.base import Encoder, TokenRows, without_grad
 from models.encoders.convolution import Packed
 from models.native.dropout import Dropout
+from models.native.token_rows import token_conv
 
 
 class CNNEncoder(Encoder):
@@ -73,14 +74,25 @@ class CNNEncoder(Encoder):
         rows = tokens.scaled(mask) if self.uses_tokens(x, tokens) else None
         # with rows, x is not read
         states = x if rows is not None else self.input_dropout(x, dropped) * mask.unsqueeze(-1)
-        if inference:
-            for conv in self.convs:
-                states, rows = layer(conv, states, real, rows), None
-        else:
+        if not inference:
             states = Packed(mask > 0, self.kernel_size // 2).convolved(self.convs, states)
-        # states >= 0 and 0 at padding: the plain max is the masked max (max, not amax, under
-        # autograd: its gradient goes to the first of tied maxima, as it always did)
-        return states, states.amax(dim=1) if inference else states.max(dim=1).values
+            # states >= 0 and 0 at padding: the plain max is the masked max (its gradient goes
+            # to the first of tied maxima)
+            return states, states.max(dim=1).values
+        summary = None
+        if rows is not None:  # the first layer from the tokens, max-pooled in the same pass when it is the last
+            states, summary = token_layer(self.convs[0], rows, real[..., 0], pooled=len(self.convs) == 1)
+        for conv in self.convs[rows is not None:]:
+            states, summary = layer(conv, states, real), None
+        return states, states.amax(dim=1) if summary is None else summary
+
+    def summary(self, x: Tensor, mask: Tensor, tokens: TokenRows | None = None, skip: bool = False,
+                dropped: bool = False) -> Tensor:
+        """At inference from the tokens with one layer, the max-pooled layer: its states not formed."""
+        if len(self.convs) != 1 or x.shape[1] == 0 or not self.uses_tokens(x, tokens):
+            return super().summary(x, mask, tokens, skip, dropped)
+        mask = mask.to(x.dtype)
+        return token_layer(self.convs[0], tokens.scaled(mask), (mask > 0).to(x.dtype), states=False, pooled=True)[1]
 
     def uses_tokens(self, x: Tensor, tokens: TokenRows | None) -> bool:
         return tokens is not None and bool(self.convs) and not self.training and without_grad(self, x)
@@ -123,14 +135,11 @@ class CNNEncoder(Encoder):
 SPARSE_SHARE = 0.5  # below this share of nonzero rows, an inference layer reads only those
 
 
-def layer(conv: nn.Conv1d, x: Tensor, real: Tensor, rows: TokenRows | None = None) -> Tensor:
+def layer(conv: nn.Conv1d, x: Tensor, real: Tensor) -> Tensor:
     """``relu(conv(x)) * real`` for ``x [B, T, In]`` ('same' padding), ``real [B, T, 1]``, without
-    gradients (with them: :class:`~models.encoders.convolution.Packed`), in place: from what x
-    is made of when ``rows`` says (:func:`token_sum`; x itself is not read), else from the
+    gradients (with them: :class:`~models.encoders.convolution.Packed`), in place: from the
     kernel taps' products of x's rows (:func:`shifted_sum`), of its nonzero rows only when
     most rows are zero (:func:`scattered_sum`)."""
-    if rows is not None:
-        return token_sum(conv, rows).relu_().mul_(real)
     B, T, _ = x.shape
     taps = kernel_taps(conv)
     read = nonzero_rows(x)
@@ -142,21 +151,36 @@ def layer(conv: nn.Conv1d, x: Tensor, real: Tensor, rows: TokenRows | None = Non
     return out.relu_().mul_(real)
 
 
-def token_sum(conv: nn.Conv1d, rows: TokenRows) -> Tensor:
-    """The convolution of ``x = table[ids] * scale`` from the tokens' tap products (:meth:`TokenRows.products`):
-    output t is the bias plus ``scale_s (table[id_s] W_j)`` summed over the taps j, with
-    ``s = t + j - K // 2`` inside the sequence; one weighted bag sum of K rows per output."""
+def token_layer(conv: nn.Conv1d, rows: TokenRows, real: Tensor, states: bool = True,
+                pooled: bool = False) -> tuple[Tensor | None, Tensor | None]:
+    """:func:`layer` of ``x`` from what it is made of (``real [B, T]``; x itself is not read), from
+    the tokens' tap products (:meth:`TokenRows.products`): its states (with ``states``) and their
+    max over positions (with ``pooled``), None for what is not asked for; in one compiled pass
+    (:func:`models.native.token_rows.token_conv`), else from :func:`token_sum`."""
     out_size, _, K = conv.weight.shape
     products, source = rows.products(conv.weight, lambda: kernel_taps(conv))  # [U + 1, K * Out], [B, T]
+    compiled = token_conv(products.view(-1, out_size), source, rows.scale, real, conv.bias, K, states, pooled)
+    if compiled is not None:
+        return compiled
+    out = token_sum(conv, products, source, rows.scale).relu_().mul_(real.unsqueeze(-1))
+    return out, out.amax(dim=1) if pooled else None
+
+
+def token_sum(conv: nn.Conv1d, products: Tensor, source: Tensor, scale: Tensor) -> Tensor:
+    """The convolution of ``x = table[ids] * scale`` from the tokens' tap products
+    ``products [U + 1, K * Out]`` and each position's row ``source [B, T]``: output t is the bias
+    plus ``scale_s (table[id_s] W_j)`` summed over the taps j, with ``s = t + j - K // 2``
+    inside the sequence; one weighted bag sum of K rows per output."""
+    out_size, _, K = conv.weight.shape
     B, T = source.shape
     zero = products.shape[0] - 1  # the zero row, which source gives where the scale is 0
     table = products.view(-1, out_size)  # row u * K + j: token u's tap j (rows zero * K + j: zero)
     padded = source.new_full((B, T + K - 1), zero)
     padded[:, K // 2 : K // 2 + T] = source
-    scale = rows.scale.new_zeros(B, T + K - 1)
-    scale[:, K // 2 : K // 2 + T] = rows.scale
+    scaled = scale.new_zeros(B, T + K - 1)
+    scaled[:, K // 2 : K // 2 + T] = scale
     index = torch.stack([padded[:, j : j + T] * K + j for j in range(K)], -1)  # [B, T, K]
-    weight = torch.stack([scale[:, j : j + T] for j in range(K)], -1)
+    weight = torch.stack([scaled[:, j : j + T] for j in range(K)], -1)
     out = F.embedding_bag(index.view(-1, K), table, per_sample_weights=weight.view(-1, K), mode="sum")
     return out.view(B, T, out_size).add_(conv.bias)
 

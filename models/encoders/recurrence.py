@@ -46,6 +46,7 @@ from torch.autograd.function import once_differentiable
 
 from models.encoders.base import TokenRows
 from models.native.rcnn import compiled, rcnn_backward as compiled_backward, rcnn_forward as compiled_forward
+from models.native.token_rows import token_projections as gathered_projections
 
 __all__ = [
     "lstm_scan",
@@ -371,12 +372,16 @@ def stack_directions(x: Tensor, mask: Tensor, weight: Tensor, bias: Tensor,
 
 def token_projections(tokens: TokenRows, weight: Tensor, bias: Tensor) -> Tensor:
     """:func:`stack_directions`' ``P [D,T,B,G]`` from the tokens' products
-    (:meth:`TokenRows.products`), gathered straight into place."""
+    (:meth:`TokenRows.products`), gathered straight into place: in one compiled pass with the
+    gates and the bias (:func:`models.native.token_rows.token_projections`), else with PyTorch's."""
     D, In, G = weight.shape
     B, T = tokens.ids.shape
     products, rows = tokens.products(weight, lambda: weight.permute(1, 0, 2).reshape(In, D * G))
-    rows = rows.t()  # [T, B]
     binary = bool(((tokens.scale == 0) | (tokens.scale == 1)).all())
+    compiled = gathered_projections(products, rows, None if binary else tokens.scale, bias)
+    if compiled is not None:
+        return compiled
+    rows = rows.t()  # [T, B]
     P = products.new_empty(D, T, B, G)
     for d in range(D):
         steps = rows if d == 0 else rows.flip(0)

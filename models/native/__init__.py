@@ -11,7 +11,9 @@ same math as the PyTorch code it stands in for (each is tested against it):
   (``hardkuma_scan.c``), forward and backward, for :mod:`models.selectors.dependent`;
 - :mod:`models.native.dropout`: dropout with a hashed mask (``dropout.c``), for every encoder;
 - :mod:`models.native.greedy_masks`: SparseMAP's starting support (``greedy_masks.c``, float64),
-  for :mod:`models.distributions.sparsemap`.
+  for :mod:`models.distributions.sparsemap`;
+- :mod:`models.native.token_rows`: an encoder's first layer at inference from each word's
+  products (``token_rows.c``), for :mod:`models.encoders.cnn` and :mod:`models.encoders.recurrence`.
 
 A C file (with the headers of this folder) is compiled on first use with the system's C
 compiler (``cc``, or ``$CC``) into the user's cache folder (``$XDG_CACHE_HOME/rationale-cli``,

@@ -10,47 +10,60 @@ from __future__ import annotations
 from functools import lru_cache
 
 Span = tuple[int, int]
-PIECE = 1 << 16  # characters tokenized in one call: a long text goes in pieces (a stop is never far off)
+RUNS_KEPT = 1 << 17  # whitespace-free runs whose tokens are kept (a corpus's words repeat)
+_runs: dict[str, tuple[Span, ...]] = {}  # run -> its tokens' (start, end) in it
 
 
 @lru_cache(maxsize=1)
 def _tokenizer():
     import spacy
-    from spacy.attrs import IDX, IS_SPACE, LENGTH
+    from spacy.attrs import IDX, LENGTH
 
-    return spacy.blank("en").tokenizer, [IDX, LENGTH, IS_SPACE]
+    return spacy.blank("en").tokenizer, [IDX, LENGTH]
 
 
 def tokenize(text: str) -> tuple[list[str], list[Span]]:
     """Token texts and their character ``(start, end)`` offsets in ``text``.
 
-    Whitespace tokens are dropped, so ``text[start:end] == token`` for each pair. A text
-    longer than :data:`PIECE` is tokenized in pieces cut at spaces, which no token spans (the
-    tokenizer splits on spaces first), so the tokens are the same.
+    Whitespace is dropped, so ``text[start:end] == token`` for each pair. spaCy's tokenizer
+    cuts a text at whitespace first and tokenizes each run of other characters, so each
+    distinct run is tokenized once, alone, and its tokens kept here (:data:`RUNS_KEPT` runs
+    at most): a repeated word costs a lookup, and a text of any length is read run by run.
+    A run's tokens are the same wherever it stands. (spaCy on a whole text matches its
+    special cases across runs, and splits an emoticon by what stands before it: ``:]`` in
+    ``x :]x`` but ``:`` and ``]`` in ``) :]x``.)
     """
+    runs = text.split()  # at the characters spaCy calls whitespace (str.isspace)
+    new = [run for run in dict.fromkeys(runs) if run not in _runs]
+    learned = _learn(new) if new else {}
     tokens: list[str] = []
     offsets: list[Span] = []
-    tokenizer, columns = _tokenizer()
-    for start, piece in pieces(text):
-        # each token's offset, length and whether it is whitespace in one array: making a
-        # Token object per token took a third of the time of tokenizing beer reviews
-        for offset, length, space in tokenizer(piece).to_array(columns).tolist():
-            if not space:
-                tokens.append(piece[offset : offset + length])
-                offsets.append((start + offset, start + offset + length))
+    position = 0
+    for run in runs:
+        start = text.find(run, position)
+        position = start + len(run)
+        for begin, end in _runs.get(run) or learned[run]:  # (another thread may have emptied _runs)
+            tokens.append(run[begin:end])
+            offsets.append((start + begin, start + end))
     return tokens, offsets
 
 
-def pieces(text: str):
-    """``(start, piece)`` of ``text`` in pieces of at most about :data:`PIECE` characters, cut
-    at spaces (each cut drops one space); a run of more without a space is one piece."""
-    start = 0
-    while len(text) - start > PIECE:
-        cut = text.rfind(" ", start + 1, start + PIECE)
-        if cut < 0:
-            cut = text.find(" ", start + PIECE)
-            if cut < 0:
+def _learn(runs: list[str]) -> dict[str, tuple[Span, ...]]:
+    """The tokens of each of these distinct ``runs``, as spaCy splits the run alone, from one
+    call over them all, a line each (a newline is a token of its own, between which and a run
+    no special case is matched); kept."""
+    if len(_runs) + len(runs) > RUNS_KEPT:
+        _runs.clear()
+    tokenizer, columns = _tokenizer()
+    spans = iter(tokenizer("\n".join(runs)).to_array(columns).tolist())  # [offset, length] per token, in order
+    learned, start = {}, 0
+    for run in runs:
+        end, parts = start + len(run), []
+        for offset, length in spans:
+            if offset >= end:  # the newline after the run
                 break
-        yield start, text[start:cut]
-        start = cut + 1
-    yield start, text[start:]
+            parts.append((offset - start, offset - start + length))
+        learned[run] = tuple(parts)
+        start = end + 1
+    _runs.update(learned)
+    return learned
