@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from models import native
 from models.encoders import (
     ENCODERS,
     CNNEncoder,
@@ -211,11 +212,15 @@ def test_inference_per_distinct_token_matches_training(config):
         torch.testing.assert_close(fast_summary, summary.detach(), atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "plain"])
 @pytest.mark.parametrize("config", [*CONFIGS, ("cnn", 2)], ids=ids)
-def test_gated_summary_from_the_tokens_matches_training(config):
+def test_gated_summary_from_the_tokens_matches_training(config, compiled, monkeypatch):
     """A predictor at inference: ``gated`` given what its input is made of computes from the
     tokens (the gated input not formed, nor a recurrent encoder's states) and returns the
-    summary that the gated input gives with gradients; with short, empty and full gates."""
+    summary that the gated input gives with gradients; with short, empty and full gates, with
+    the compiled first layers and with PyTorch's."""
+    if not compiled:
+        monkeypatch.setattr(native, "library", lambda name: None)
     enc = make(*config) if config != ("cnn", 2) else CNNEncoder(IN, HID, layers=2).eval()
     table = torch.randn(9, IN)
     ids_ = torch.randint(0, 9, (5, 11))

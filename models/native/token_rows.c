@@ -4,7 +4,6 @@
  * bias for the recurrent input projections), instead of one pass per operation over [B, T, .]. */
 
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* Rows [first, first + count) of a width-K convolution ('same' padding, K odd):
@@ -15,8 +14,7 @@
 void token_conv(int64_t first, int64_t count, int64_t T, int64_t K, int64_t O, const float *table,
                 const int64_t *source, const float *scale, const float *real, const float *bias,
                 float *states, float *summary) {
-    float *scratch = states ? NULL : malloc(sizeof(float) * O);
-    if (!states && !scratch) return;
+    float scratch[states ? 1 : O];
     for (int64_t b = first; b < first + count; b++) {
         float *pooled = summary ? summary + b * O : NULL;
         if (pooled) memset(pooled, 0, sizeof(float) * O);
@@ -51,7 +49,6 @@ void token_conv(int64_t first, int64_t count, int64_t T, int64_t K, int64_t O, c
             }
         }
     }
-    free(scratch);
 }
 
 /* Steps [first, first + count) of the recurrent input projections P [D, T, B, G]:
