@@ -13,7 +13,9 @@ same math as the PyTorch code it stands in for (each is tested against it):
 - :mod:`models.native.greedy_masks`: SparseMAP's starting support (``greedy_masks.c``, float64),
   for :mod:`models.distributions.sparsemap`;
 - :mod:`models.native.token_rows`: an encoder's first layer at inference from each word's
-  products (``token_rows.c``), for :mod:`models.encoders.cnn` and :mod:`models.encoders.recurrence`.
+  products (``token_rows.c``), for :mod:`models.encoders.cnn` and :mod:`models.encoders.recurrence`;
+- :mod:`models.native.kbest`: the k-best semiring's sum (``kbest.c``), for
+  :mod:`models.distributions.chain_dp`.
 
 A C file (with the headers of this folder) is compiled on first use with the system's C
 compiler (``cc``, or ``$CC``) into the user's cache folder (``$XDG_CACHE_HOME/rationale-cli``,
