@@ -23,7 +23,8 @@ GENERATOR = 0x20 | 0x200  # CO_GENERATOR, CO_ASYNC_GENERATOR
 # HardKuma's distribution is built, then asked for its atoms and mean; a record is built by the
 # reader, and its rationale mask turned into spans for the line
 TWICE_BY_DESIGN = {"models.encoders.base", "models.encoders.rcnn", "models.encoders.recurrence", "models.native",
-                   "models.native.dropout", "models.native.rcnn", "models.native.hardkuma_scan", "models.distributions.hardkuma",
+                   "models.native.dropout", "models.native.token_rows", "models.native.rcnn",
+                   "models.native.hardkuma_scan", "models.distributions.hardkuma",
                    "rationale_cli.data.records"}
 
 
