@@ -5,6 +5,7 @@ import itertools
 import pytest
 import torch
 
+from models.distributions import chain_dp
 from models.distributions.chain_ksubset import ChainKSubset
 from models.distributions.ksubset import KSubset
 
@@ -131,6 +132,21 @@ def test_every_quantity_of_the_protocol_matches_enumeration(pairwise, at_most, m
         assert torch.allclose(found_scores, ranked, atol=1e-9)  # the masks carry those scores
         assert len({tuple(m.tolist()) for m in found}) == len(ranked)
         assert torch.all(masks_k[row, :, n:] == 0) and torch.all(dist.marginals[row, n:] == 0)
+
+
+def test_a_draw_of_exactly_zero_takes_no_impossible_state():
+    """The walk takes a bit where the draw is below its probability: a draw of 0 (float32's
+    rand gives it once in 2^24) never takes a state of probability 0 (the count must come out
+    exact, padding never selected)."""
+    torch.manual_seed(0)
+    u, w = torch.randn(3, 7), torch.randn(3, 6)
+    mask = torch.ones(3, 7)
+    mask[2, 4:] = 0
+    dist = ChainKSubset(u, mask, 2, w, method="sequential")
+    alpha = chain_dp.forward_table(*[x.t().contiguous() for x in dist.program_inputs()], dist.max_k)[0]
+    z = chain_dp.walk_back(alpha, *[x.t().contiguous() for x in dist.program_inputs()], dist.ends,
+                           torch.zeros(8, 3)).t()
+    assert z.sum(-1).tolist() == [2, 2, 2] and not z[2, 4:].any()
 
 
 @pytest.mark.parametrize("pairwise,at_most", [(True, False), (False, True), (True, True)])

@@ -48,6 +48,8 @@ def test_a_long_text_is_tokenized_as_a_fresh_tokenizer_tokenizes_it_whole(monkey
     assert tokenize.tokenize(text) == expected
     assert tokenize.tokenize(text) == expected
     assert tokenize.tokenize("beer") == (["beer"], [(0, 4)]) and len(tokenize._runs) <= 12
+    monkeypatch.setattr(tokenize, "RUNS_KEPT", 2)  # kept runs emptied while a text's others are looked up
+    assert tokenize.tokenize("a b")[0] == ["a", "b"] and tokenize.tokenize("a c!")[0] == ["a", "c", "!"]
 
 
 def test_no_batch_holds_more_than_its_bound_whatever_the_batch_size(monkeypatch):

@@ -4,6 +4,8 @@ selected whole and fractional gates; and the fallback where nothing can be compi
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 import torch
 
@@ -189,6 +191,31 @@ def test_row_parts_cover_every_row_once_and_an_error_in_any_part_reaches_the_cal
             native.over_rows(failing, 8)
     finally:
         torch.set_num_threads(before)
+
+
+def test_row_parts_from_several_threads_at_once_each_cover_their_rows():
+    """Callers on several threads at once, with batches of every size (fewer rows than
+    threads too), share the kept helper threads: each call covers its own rows once."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(3)
+    failures = []
+
+    def caller(seed: int) -> None:
+        for rows in [1 + (seed * 7 + i) % 9 for i in range(200)]:
+            seen = []
+            native.over_rows(lambda first, count: seen.extend(range(first, first + count)), rows)
+            if sorted(seen) != list(range(rows)):
+                failures.append((seed, rows, seen))
+
+    try:
+        threads = [threading.Thread(target=caller, args=(seed,)) for seed in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        torch.set_num_threads(before)
+    assert not failures
 
 
 def test_a_compiler_that_fails_leaves_no_library(monkeypatch, tmp_path):

@@ -276,17 +276,15 @@ def walk_back(alpha: Tensor, u: Tensor, w: Tensor | None, ends: Tensor, draws: T
             j = j - take.long()
         return torch.cat(takes[::-1]).to(u.dtype) if takes else torch.zeros_like(u)
     # T steps of a few operations on B numbers: in numpy, at a tenth of torch's cost each
-    # (a draw d is below sigmoid(x) where its logit is below x)
     table, weights, uniform = alpha.numpy(force=True), w.numpy(force=True), draws.numpy(force=True)
-    with np.errstate(divide="ignore"):
-        logits = np.log(uniform) - np.log1p(-uniform)
     j, b = j.numpy(force=True), b.numpy(force=True)
     rows = np.arange(u.shape[1])
     for i in range(u.shape[0] - 1, -1, -1):
         takes.append(b)
         j = np.maximum(j - b, 0)
         before = table[i, j + 1, :, rows]  # [B, 2]: the prefix's weight by the bit of token i - 1
-        b = (logits[i] < before[:, 1] + b * weights[i] - before[:, 0]).astype(np.int64)
+        odds = before[:, 1] + b * weights[i] - before[:, 0]
+        b = (uniform[i] < 0.5 + 0.5 * np.tanh(odds / 2)).astype(np.int64)  # its sigmoid, without overflow
     return torch.from_numpy(np.stack(takes[::-1])).to(u.device, u.dtype)
 
 

@@ -37,6 +37,7 @@ import platform
 import shutil
 import subprocess
 import tempfile
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
@@ -141,7 +142,8 @@ def over_rows(run: Callable[[int, int], None], rows: int) -> int:
         except BaseException as error:  # handed to the calling thread
             errors.append(error)
 
-    others = [_helpers(parts - 1).submit(part, bounds[i], bounds[i + 1] - bounds[i]) for i in range(1, parts)]
+    helpers = _helpers() if parts > 1 else None
+    others = [helpers.submit(part, bounds[i], bounds[i + 1] - bounds[i]) for i in range(1, parts)]
     part(bounds[0], bounds[1])
     for other in others:
         other.result()
@@ -150,23 +152,22 @@ def over_rows(run: Callable[[int, int], None], rows: int) -> int:
     return parts
 
 
-_pool: tuple[int, ThreadPoolExecutor] | None = None
+_pools: dict[int, ThreadPoolExecutor] = {}  # by size: one per thread count PyTorch was given
+_pools_lock = threading.Lock()
 
 
-def _helpers(count: int) -> ThreadPoolExecutor:
-    """The kept threads of :func:`over_rows`, ``count`` of them (made again when the count changes)."""
-    global _pool
-    if _pool is None or _pool[0] != count:
-        if _pool is not None:
-            _pool[1].shutdown(wait=False)
-        _pool = (count, ThreadPoolExecutor(count, thread_name_prefix="rationale-rows"))
-    return _pool[1]
+def _helpers() -> ThreadPoolExecutor:
+    """The kept threads of :func:`over_rows`: one fewer than PyTorch's threads."""
+    count = torch.get_num_threads() - 1
+    with _pools_lock:
+        if count not in _pools:
+            _pools[count] = ThreadPoolExecutor(count, thread_name_prefix="rationale-rows")
+        return _pools[count]
 
 
 def _forget_helpers() -> None:
     """A forked process has none of its parent's threads: it makes its own."""
-    global _pool
-    _pool = None
+    _pools.clear()
 
 
 os.register_at_fork(after_in_child=_forget_helpers)

@@ -30,8 +30,10 @@ def kmax_merge(a: Tensor, b: Tensor, out: Tensor) -> Tensor | None:
     """``out [J, N, R]`` = the R best of ``a`` and ``b`` (each ``[J, N, R]``, sorted best
     first) per state, best first (``a``'s on ties), and the pointers ``[J, N, R]`` (as
     ``torch.cat([a, b], -1).topk(R)`` gives them); None, ``out`` untouched, where it cannot run."""
+    if not (a.dim() == 3 and a.shape == b.shape == out.shape and usable(NAME, a, b, out)):
+        return None
     steps = [_rows(x) for x in (a, b, out)]
-    if a.dim() != 3 or None in steps or not usable(NAME, a, b, out):
+    if None in steps:
         return None
     J, N, R = out.shape
     pointer = torch.empty(J, N, R, dtype=torch.int64)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 
+import torch
 from torch import Tensor
 
 from models.native import INT, POINTER, declared, library, over_rows, usable
@@ -32,7 +33,7 @@ def token_conv(table: Tensor, source: Tensor, scale: Tensor, real: Tensor, bias:
     (``table [rows * K, O]``: row ``u K + j`` is word u's tap j; ``source``, ``scale``, ``real``
     ``[B, T]``): its states ``[B, T, O]`` (with ``states``) and their max over positions
     ``[B, O]`` (with ``pooled``), None for what is not asked for."""
-    if not usable(NAME, table, scale, real, bias):
+    if source.dtype != torch.int64 or not usable(NAME, table, scale, real, bias):
         return None
     (B, T), O = source.shape, table.shape[-1]
     source, scale, real = source.contiguous(), scale.contiguous(), real.contiguous()
@@ -49,7 +50,7 @@ def token_projections(products: Tensor, rows: Tensor, scale: Tensor | None, bias
     """``P [D, T, B, G]``: ``products[rows_{b,s}, d G : (d + 1) G] * scale_{b,s} + bias[d]``
     with ``s = t`` in direction 0, ``T - 1 - t`` in direction 1 (``rows``, ``scale`` ``[B, T]``;
     ``scale`` None: every gate is 1)."""
-    if not usable(NAME, products, bias, *([] if scale is None else [scale])):
+    if rows.dtype != torch.int64 or not usable(NAME, products, bias, *([] if scale is None else [scale])):
         return None
     (B, T), (D, G) = rows.shape, bias.shape
     rows, bias = rows.contiguous(), bias.contiguous()

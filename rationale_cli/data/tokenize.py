@@ -42,7 +42,8 @@ def tokenize(text: str) -> tuple[list[str], list[Span]]:
     for run in runs:
         start = text.find(run, position)
         position = start + len(run)
-        for begin, end in _runs.get(run) or learned[run]:  # (another thread may have emptied _runs)
+        # (a run kept before may be gone: emptied by _learn when full, or by another thread)
+        for begin, end in _runs.get(run) or learned.get(run) or _learn([run])[run]:
             tokens.append(run[begin:end])
             offsets.append((start + begin, start + end))
     return tokens, offsets
