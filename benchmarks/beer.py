@@ -10,7 +10,8 @@ With ``--pooled`` the training side also gets the other aspects' heldout reviews
 (about 29,000 more, each labelled with this aspect's score; the 1,000 validation
 reviews and repeats left out); validation and test stay as they are. With
 ``--train-size N`` it trains on the first N of the aspect's 9,000 (a learning curve). A pretrained
-transformer on both sides (``--encoder hf --pretrained DIR``) reads no word vectors.
+transformer on both sides (``--encoder hf --pretrained DIR``) reads no word vectors;
+``--no-faithfulness`` skips evaluate's faithfulness reruns (hours for a transformer on a CPU).
 With ``--test-rate corpus`` the test reviews are decoded at the training target held
 over the whole test corpus (``evaluate --rate-over corpus``; ``--test-share S`` at S instead of
 the target), and ``--evaluate-only``
@@ -154,6 +155,8 @@ def main() -> None:
                         help="these runs are one configuration of the hyperparameter search NAME: of its "
                              "configurations, RESULTS.md's summary shows only the one of lowest mean validation "
                              "MSE (a choice made without the test reviews)")
+    parser.add_argument("--no-faithfulness", action="store_true",
+                        help="skip evaluate's faithfulness reruns (hours for a transformer on a CPU)")
     parser.add_argument("--evaluate-only", action="store_true",
                         help="evaluate the runs these options trained before (in --runs) without training")
     parser.add_argument("train_args", nargs=argparse.REMAINDER, help="after --: extra options for `rationale train`")
@@ -220,7 +223,8 @@ def main() -> None:
                 [f"-{test_share:g}"] if args.test_share is not None else []) + (
                 [f"-coherence-{args.test_coherence:g}"] if args.test_coherence is not None else [])
             at_rate = ["--rate", str(test_share), "--rate-over", args.test_rate] if args.test_rate else []
-            evaluate = ("evaluate", str(run), str(data / "beer" / "annotations.json"), "--aspect", str(aspect), *at_rate)
+            evaluate = ("evaluate", str(run), str(data / "beer" / "annotations.json"), "--aspect", str(aspect), *at_rate,
+                        *(["--no-faithfulness"] if args.no_faithfulness else []))
             if args.tune_coherence:  # the share decoding holds, to compare costs at
                 held = (args.test_share if args.test_share is not None else saved.share) if rated and saved else None
                 test, eval_cmd, chosen = tuned_coherence(evaluate, run, "".join(decoding), args.tune_coherence,
