@@ -45,7 +45,7 @@ from rationale_cli.runtime.devices import resolve_device
 from rationale_cli.training.trainer import split_validation
 
 from common import (GLOVE, append_result, device_name, git_commit, invocation, rationale, rationale_command,
-                    runs_folder)
+                    runs_folder, word_inputs)
 from cross_fit import cross_fit
 from report import write_report
 
@@ -163,8 +163,6 @@ def main() -> None:
     args = parser.parse_args()
     if args.pooled and args.train_size:
         parser.error("--pooled and --train-size do not go together")
-    if (args.encoder == "hf") != (args.pretrained is not None):
-        parser.error("--encoder hf goes with --pretrained DIR, and --pretrained with --encoder hf")
     if args.evaluate_only and not args.runs:
         parser.error("--evaluate-only needs the --runs folder the runs were trained in")
     if args.test_share is not None and not args.test_rate:
@@ -174,12 +172,12 @@ def main() -> None:
     data = Path(args.data_dir)
     commit = git_commit()  # the code the runs start from (the checkout may move on while they train)
     default_targets = {0: 0.13, 1: 0.07, 2: 0.07, 3: 0.07, 4: 0.07}
+    vectors = args.embeddings or str(data / GLOVE)
+    words = word_inputs(parser, args.encoder, args.pretrained, vectors)
     runs = runs_folder(args.runs, "beer-runs-")
     extra = [a for a in args.train_args if a != "--"]
-    vectors = args.embeddings or str(data / GLOVE)
-    words = ["--pretrained", str(args.pretrained.resolve())] if args.pretrained else ["--embeddings", vectors]
-    # runs with other options (or other vectors) apart
-    options = hashlib.sha1(" ".join(extra + ([vectors] if args.embeddings else []) + words * bool(args.pretrained))
+    # runs with other options (or other vectors, or a transformer) apart
+    options = hashlib.sha1(" ".join(extra + ([vectors] if args.embeddings else []) + (words if args.pretrained else []))
                            .encode()).hexdigest()[:8]
     data_suffix = "-pooled" if args.pooled else f"-n{args.train_size}" if args.train_size else ""
     encoder = ["--encoder", args.encoder or PAPER_ENCODERS.get(args.extractor, "rcnn")]

@@ -28,6 +28,15 @@ def movies_inputs(data_dir: str, vectors: Path | None = None) -> tuple[Path, Pat
     return root / "eraser_movies", vectors.resolve() if vectors else root / GLOVE
 
 
+def word_inputs(parser: argparse.ArgumentParser, encoder: str | None, pretrained: Path | None,
+                vectors: str | Path) -> list[str]:
+    """``train``'s options for what the encoders read: a transformer's folder with ``--encoder
+    hf`` (no word vectors), else the word vectors; one without the other is a usage error."""
+    if (encoder == "hf") != (pretrained is not None):
+        parser.error("--encoder hf goes with --pretrained DIR, and --pretrained with --encoder hf")
+    return ["--pretrained", str(pretrained.resolve())] if pretrained else ["--embeddings", str(vectors)]
+
+
 def runs_folder(given: str | None, prefix: str) -> Path:
     """Where a benchmark keeps its run directories: ``given``, or a new temporary folder."""
     return Path(given) if given else Path(tempfile.mkdtemp(prefix=prefix))

@@ -43,7 +43,8 @@ from pathlib import Path
 from models.selectors import option_specs
 from rationale_cli.data.readers import read_records
 
-from common import append_result, git_commit, invocation, movies_inputs, rationale, runs_folder, vectors_name
+from common import (append_result, git_commit, invocation, movies_inputs, rationale, runs_folder, vectors_name,
+                    word_inputs)
 from report import write_report
 
 
@@ -153,10 +154,8 @@ def main() -> None:
     parser.add_argument("train_args", nargs=argparse.REMAINDER, help="after --: extra options for `rationale train`")
     args = parser.parse_args()
     extra = [a for a in args.train_args if a != "--"]
-    if (args.encoder == "hf") != (args.pretrained is not None):
-        parser.error("--encoder hf goes with --pretrained DIR, and --pretrained with --encoder hf")
     data, vectors = movies_inputs(args.data_dir, args.vectors)
-    words = ["--pretrained", str(args.pretrained.resolve())] if args.pretrained else ["--embeddings", str(vectors)]
+    words = word_inputs(parser, args.encoder, args.pretrained, vectors)
     runs = runs_folder(args.runs, "eraser-runs-")
     commit = git_commit()
     checks = {}

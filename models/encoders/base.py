@@ -105,8 +105,8 @@ class Encoder(nn.Module):
         draw of the input dropout (``dropout(x) z`` is ``x z`` dropped out), so their encodings
         differ by the gates alone; an encoder may then skip forming the R gated copies."""
         if rows is None:  # x is not read where the encoder computes from the tokens (no gradient asked)
-            read = not gate.requires_grad and self.uses_tokens(x, tokens)
-            return self.summary(x if read else x * gate.unsqueeze(-1), mask, tokens, skip)
+            from_tokens = not gate.requires_grad and self.uses_tokens(x, tokens)
+            return self.summary(x if from_tokens else x * gate.unsqueeze(-1), mask, tokens, skip)
         return self.summary(self.input_dropout(x)[rows] * gate.unsqueeze(-1), mask, skip=skip, dropped=True)
 
     def summary(self, x: Tensor, mask: Tensor, tokens: TokenRows | None = None, skip: bool = False,
