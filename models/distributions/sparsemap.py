@@ -72,8 +72,7 @@ class Supports:
         self.age = torch.zeros(batch, 0, dtype=torch.long, device=start.device)
         self.added = slots
         self.changes = 0
-        while self.xi.shape[1] < slots:
-            self.grow()
+        self.grow(-(-slots // self.BLOCK))
         used = weights > 0
         self.vectors[:, :slots], self.used[:, :slots], self.xi[:, :slots] = start, used, weights
         self.age[:, :slots] = torch.arange(slots, device=start.device)
@@ -168,8 +167,11 @@ class Supports:
         weights = self.xi[rows].gather(1, order)
         return masks, weights / weights.sum(-1, keepdim=True), sizes
 
-    def grow(self) -> None:
-        pad = self.BLOCK
+    def grow(self, blocks: int = 1) -> None:
+        """``blocks`` more blocks of free slots."""
+        pad = self.BLOCK * blocks
+        if not pad:
+            return
         eye = torch.eye(pad, dtype=self.kkt.dtype, device=self.kkt.device)
         self.kkt, self.inverse = F.pad(self.kkt, (0, pad, 0, pad)), F.pad(self.inverse, (0, pad, 0, pad))
         self.kkt[:, -pad:, -pad:] = self.inverse[:, -pad:, -pad:] = eye

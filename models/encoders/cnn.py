@@ -111,8 +111,9 @@ class CNNEncoder(Encoder):
             return super().gated(x, gate, mask, rows, tokens, skip)
         first = self.convs[0]
         (B, T, _), K = x.shape, self.kernel_size
-        products = (self.input_dropout(x).reshape(B * T, -1) @ kernel_taps(first)).view(B, T, K, -1)
-        padded = F.pad(products, (0, 0, 0, 0, K // 2, K // 2))  # [B, T + K - 1, K, H]: tap j of x_{t-c}
+        # tap j of x_{t-c} [B, T + K - 1, K, H], zero rows about each text: x is padded, not its products
+        padded = (F.pad(self.input_dropout(x), (0, 0, K // 2, K // 2)).reshape(B * (T + K - 1), -1)
+                  @ kernel_taps(first)).view(B, T + K - 1, K, -1)
         window = F.pad(gate, (K // 2, K // 2)).unfold(-1, K, 1)  # [R, T, K]: the gate at t + j - c
         real = mask > 0
         reached = (window != 0).any(-1) & real
