@@ -3,6 +3,8 @@ tokenizer trained here on the demo text stand in for a downloaded model."""
 
 import json
 import shutil
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -18,31 +20,8 @@ from rationale_cli.runs.config import from_values  # noqa: E402
 from rationale_cli.runs.run_directory import load_run  # noqa: E402
 from rationale_cli.training.trainer import train_config  # noqa: E402
 
-SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-            max_position_embeddings=96)
-
-
-def build_tiny_bert(folder, texts, vocab_size=250):
-    """A 2-layer BERT of width 32 and a WordPiece tokenizer trained on ``texts``, saved in ``folder``
-    (a small vocabulary, so that many words split into several subwords)."""
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
-    from transformers import BertConfig, BertModel, BertTokenizerFast
-
-    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tokenizer.train_from_iterator(texts, trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=SPECIAL))
-    cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
-    tokenizer.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]",
-                                                             special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
-    fast = BertTokenizerFast(tokenizer_object=tokenizer, unk_token="[UNK]", sep_token="[SEP]", cls_token="[CLS]",
-                             pad_token="[PAD]", mask_token="[MASK]", model_max_length=TINY["max_position_embeddings"])
-    fast.save_pretrained(folder)
-    torch.manual_seed(0)
-    BertModel(BertConfig(vocab_size=tokenizer.get_vocab_size(), pad_token_id=0, **TINY)).save_pretrained(folder)
-    return folder
-
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from tiny_bert import build_tiny_bert  # noqa: E402
 
 @pytest.fixture(scope="module")
 def demo():
