@@ -38,14 +38,20 @@ def tokenize(text: str) -> tuple[list[str], list[Span]]:
     learned = _learn(new) if new else {}
     tokens: list[str] = []
     offsets: list[Span] = []
+    find, kept, token, offset = text.find, _runs.get, tokens.append, offsets.append
     position = 0
     for run in runs:
-        start = text.find(run, position)
+        start = find(run, position)
         position = start + len(run)
         # (a run kept before may be gone: emptied by _learn when full, or by another thread)
-        for begin, end in _runs.get(run) or learned.get(run) or _learn([run])[run]:
-            tokens.append(run[begin:end])
-            offsets.append((start + begin, start + end))
+        spans = kept(run) or learned.get(run) or _learn([run])[run]
+        if len(spans) == 1:  # the run is one token (most are)
+            token(run)
+            offset((start, position))
+            continue
+        for begin, end in spans:
+            token(run[begin:end])
+            offset((start + begin, start + end))
     return tokens, offsets
 
 
