@@ -134,21 +134,61 @@ def test_a_run_without_its_transformer_folder_gets_one_line(tmp_path, hf_run):
     assert len(result.output.strip().splitlines()) == 1
 
 
-def test_a_text_longer_than_the_models_positions_is_cut_with_a_warning(demo, tiny):
+def test_a_text_longer_than_the_models_positions_is_read_in_overlapping_windows(demo, tiny):
+    """Windows of the model's positions, each half a window after the last; each subword's state
+    from the window whose middle is nearest, the summary the mean of the windows' [CLS]; a text
+    that fits reads as one window; every word of a long text gets a state and a gradient."""
+    import warnings
+
+    from transformers import AutoModel, AutoTokenizer
+
     from models.encoders.hf import HFEncoder
     from rationale_cli.runs.pretrained import load_pretrained
 
-    pretrained = load_pretrained(tiny, ["<pad>", "<unk>", "head", "white"])
-    pretrained.max_length = 6
+    pretrained = load_pretrained(tiny, ["<pad>", "<unk>", "head", "white", "lacing"])
+    pretrained.max_length = 8  # 6 subwords between [CLS] and [SEP], windows 3 apart
     encoder = HFEncoder(pretrained).eval()
-    ids = torch.tensor([[2, 3, 2, 3, 2, 3], [2, 3, 0, 0, 0, 0]])
-    with pytest.warns(UserWarning, match="reads the first 4"):
-        read = encoder.subwords(ids, (ids > 0).float())
-    pieces = int((pretrained.pieces[2:4] >= 0).sum())  # of "head white", the second row's text
-    assert read.attention.sum(1).tolist() == [6, min(6, 2 + pieces)]
-    with pytest.warns(UserWarning, match="reads the first 4"):
-        states, _ = encoder(ids, (ids > 0).float())
-    assert not states[0, 5].any() and states[0, 0].any()  # words past the cut get zero states
+    ids = torch.tensor([[2, 3, 4, 2, 3, 4, 2, 3, 4, 2], [2, 3, 0, 0, 0, 0, 0, 0, 0, 0]])
+    gate = (ids > 0).float()
+    gate[0, 4] = 0.0  # an unselected word: its subwords are not read
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        read = encoder.subwords(ids, gate)
+        states, summary = encoder(ids, gate)
+    tokenizer, model = AutoTokenizer.from_pretrained(tiny), AutoModel.from_pretrained(tiny).eval()
+    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
+    words = [w for w, g in zip(ids[0].tolist(), gate[0].tolist()) if g > 0]
+    positions = [i for i, g in enumerate(gate[0].tolist()) if g > 0]
+    pieces = [(p, int(q)) for p, w in zip(positions, words) for q in pretrained.pieces[w] if q >= 0]
+    room, stride = 6, 3
+    count = len(pieces)
+    windows = max(1, -(-(count - room) // stride) + 1)
+    assert count > room and read.row.tolist() == [0] * windows + [1]
+    with torch.no_grad():
+        hidden = [model(torch.tensor([[cls, *[q for _, q in pieces[w * stride: w * stride + room]], sep]]))
+                  .last_hidden_state[0] for w in range(windows)]
+        for w in range(windows):
+            length = min(room, count - w * stride) + 2
+            assert read.ids[w, :length].tolist() == [cls, *[q for _, q in pieces[w * stride: w * stride + room]], sep]
+        # brute force: each piece from the covering window whose middle is nearest (ties: the later)
+        given = {}
+        for k, (position, _) in enumerate(pieces):
+            covering = [w for w in range(windows) if w * stride <= k < w * stride + room]
+            best = min(covering, key=lambda w: (abs(k - (w * stride + room / 2)), -w))
+            given.setdefault(position, []).append(hidden[best][1 + k - best * stride])
+        for position in range(ids.shape[1]):
+            if position in given:
+                assert torch.allclose(states[0, position], torch.stack(given[position]).mean(0), atol=1e-5)
+            else:
+                assert not states[0, position].any()
+        assert torch.allclose(summary[0], torch.stack([h[0] for h in hidden]).mean(0), atol=1e-5)
+        short = model(torch.tensor([[cls, *[int(q) for w in (2, 3) for q in pretrained.pieces[w] if q >= 0], sep]]))
+        assert torch.allclose(summary[1], short.last_hidden_state[0, 0], atol=1e-5)
+    gate.requires_grad_()
+    states = encoder(ids, gate)[0]
+    torch.manual_seed(0)
+    (states * torch.randn_like(states)).sum().backward()  # (a plain sum is flat under LayerNorm)
+    assert gate.grad[0, positions].abs().min() > 1e-4
 
 
 def test_every_parameter_of_an_hf_model_gets_a_gradient(demo, tiny):

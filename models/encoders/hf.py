@@ -17,14 +17,16 @@ rationale for the predictor):
 - a word's state is the mean of its subwords' last-layer states (mean pooling); the summary is
   the first special token's state ([CLS], as BERT's classifiers use it), or the mean of the read
   subwords' states for a tokenizer without one;
-- at most ``max_length`` subwords are read, specials included (the model's positions): the
-  rest of a longer text is cut off with a warning, its words getting zero states.
+- a text of more subwords than the model has positions (``max_length``, specials included) is
+  read in overlapping windows that fill them, each starting half a window after the last and
+  each between the specials with positions 0, 1, ...; a subword's state is taken from the
+  window whose middle is nearest to it (so it sees at least a quarter window of context on each
+  side, but at the text's ends), and the summary is the mean of the windows' summaries.
 """
 
 from __future__ import annotations
 
 import copy
-import warnings
 from dataclasses import dataclass
 
 import torch
@@ -49,14 +51,17 @@ class Pretrained:
 
 @dataclass
 class Subwords:
-    """A gated batch of words as the transformer reads it: ``ids``, ``scale`` (each subword's
-    word gate, 1 for the specials) and ``attention`` ``[R, L]``, and ``word``, the word each
-    subword belongs to (-1 for the specials and padding)."""
+    """A gated batch of words as the transformer reads it, in windows ``[N, L]`` (one per text
+    that fits the model's positions): ``ids``, ``scale`` (each subword's word gate, 1 for the
+    specials) and ``attention``, ``word``, the word whose state each subword gives (-1 for the
+    specials, the padding, and a subword that another window gives), and ``row [N]``, the text
+    of each window."""
 
     ids: Tensor
     scale: Tensor
     attention: Tensor
     word: Tensor
+    row: Tensor
 
 
 class HFEncoder(Encoder):
@@ -76,40 +81,51 @@ class HFEncoder(Encoder):
         self.pad = self.transformer.config.pad_token_id or 0
 
     def subwords(self, ids: Tensor, gate: Tensor) -> Subwords:
-        """The subwords of the words with ``gate > 0``, in order, between the specials."""
+        """The subwords of the words with ``gate > 0``, in order, between the specials: in windows
+        of the model's positions, each starting half a window after the last, for a long text."""
         pieces = self.pieces[ids]  # [R, T, P]
         R, T, P = pieces.shape
+        device = ids.device
         keep = ((pieces >= 0) & (gate > 0).unsqueeze(-1)).flatten(1)
-        room = self.max_length - len(self.prefix) - len(self.suffix)
         counts = keep.sum(1)
         most = int(counts.max()) if R else 0
-        if most > room:
-            # the same words for every text, so that Python shows it once, not once per length
-            warnings.warn(f"a text longer than {room} subwords: the transformer reads the first {room} "
-                          "(its positions), the rest is cut off", stacklevel=3)
-        counts = counts.clamp(max=room)
+        order = torch.sort((~keep).to(torch.uint8), dim=1, stable=True).indices[:, :most]  # kept pieces first
+        kept_ids = pieces.flatten(1).gather(1, order)
+        kept_scale = gate.repeat_interleave(P, 1).gather(1, order)
+        kept_word = torch.arange(T, device=device).repeat_interleave(P).expand(R, -1).gather(1, order)
+        room = self.max_length - len(self.prefix) - len(self.suffix)
+        stride = max(room // 2, 1)
+        windows = torch.where(counts > room, (counts - room + stride - 1) // stride + 1, 1)  # [R]
+        row = torch.repeat_interleave(torch.arange(R, device=device), windows)  # [N]
+        first = torch.cumsum(windows, 0) - windows
+        start = (torch.arange(len(row), device=device) - first[row]) * stride  # each window's first piece
         body = min(most, room)
-        order = torch.sort((~keep).to(torch.uint8), dim=1, stable=True).indices[:, :body]  # kept pieces first
-        inside = torch.arange(body, device=ids.device) < counts.unsqueeze(1)
-        words = torch.arange(T, device=ids.device).repeat_interleave(P).expand(R, -1)
+        piece = start.unsqueeze(1) + torch.arange(body, device=device)  # [N, body]
+        inside = piece < counts[row].unsqueeze(1)
+        piece = piece.clamp(max=max(most - 1, 0))
+        # a piece's state comes from the window whose middle is nearest (within the text's windows)
+        nearest = torch.div(piece - room / 2, stride, rounding_mode="floor") + ((piece - room / 2) % stride >= stride / 2)
+        own = nearest.clamp(min=0).minimum((windows[row] - 1).unsqueeze(1)) == (start // stride).unsqueeze(1)
         front, back = len(self.prefix), len(self.suffix)
-        length = front + body + back
-        out_ids = ids.new_full((R, length), self.pad)
-        scale = gate.new_zeros(R, length)
-        word = ids.new_full((R, length), -1)
-        out_ids[:, :front] = torch.tensor(self.prefix, dtype=ids.dtype, device=ids.device)
+        N, length = len(row), front + body + back
+        out_ids = ids.new_full((N, length), self.pad)
+        scale = gate.new_zeros(N, length)
+        word = ids.new_full((N, length), -1)
+        out_ids[:, :front] = torch.tensor(self.prefix, dtype=ids.dtype, device=device)
         scale[:, :front] = 1.0
-        out_ids[:, front:front + body] = torch.where(inside, pieces.flatten(1).gather(1, order), self.pad)
-        scale[:, front:front + body] = torch.where(inside, gate.repeat_interleave(P, 1).gather(1, order), 0.0)
-        word[:, front:front + body] = torch.where(inside, words.gather(1, order), -1)
-        ends = front + counts.unsqueeze(1) + torch.arange(back, device=ids.device)  # [R, back]
-        out_ids.scatter_(1, ends, torch.tensor(self.suffix, dtype=ids.dtype, device=ids.device).expand(R, -1))
+        if body:
+            out_ids[:, front:front + body] = torch.where(inside, kept_ids[row].gather(1, piece), self.pad)
+            scale[:, front:front + body] = torch.where(inside, kept_scale[row].gather(1, piece), 0.0)
+            word[:, front:front + body] = torch.where(inside & own, kept_word[row].gather(1, piece), -1)
+        read = inside.sum(1, keepdim=True)
+        ends = front + read + torch.arange(back, device=device)  # [N, back]
+        out_ids.scatter_(1, ends, torch.tensor(self.suffix, dtype=ids.dtype, device=device).expand(N, -1))
         scale.scatter_(1, ends, 1.0)
-        attention = torch.arange(length, device=ids.device) < (front + counts + back).unsqueeze(1)
-        return Subwords(out_ids, scale, attention.long(), word)
+        attention = torch.arange(length, device=device) < front + read + back
+        return Subwords(out_ids, scale, attention.long(), word, row)
 
     def hidden(self, read: Subwords) -> Tensor:
-        """The transformer's last-layer states ``[R, L, H]`` of ``read``."""
+        """The transformer's last-layer states ``[N, L, H]`` of ``read``."""
         embedded = self.transformer.get_input_embeddings()(read.ids) * read.scale.unsqueeze(-1)
         return self.transformer(inputs_embeds=embedded, attention_mask=read.attention).last_hidden_state
 
@@ -117,18 +133,22 @@ class HFEncoder(Encoder):
         R, T = ids.shape
         read = self.subwords(ids, gate)
         hidden = self.hidden(read)
+        H = hidden.shape[-1]
         inside = read.word >= 0
-        slot = torch.where(inside, read.word, T)  # the specials and padding pool into a dropped slot
-        summed = hidden.new_zeros(R, T + 1, hidden.shape[-1]).scatter_add(1, slot.unsqueeze(-1).expand_as(hidden),
-                                                                          hidden)
-        counts = hidden.new_zeros(R, T + 1).scatter_add(1, slot, inside.to(hidden.dtype))
-        states = (summed / counts.clamp(min=1).unsqueeze(-1))[:, :T]
+        # the specials, the padding and the pieces other windows give pool into a dropped slot
+        slot = (read.row.unsqueeze(1) * (T + 1) + torch.where(inside, read.word, T)).flatten()
+        summed = hidden.new_zeros(R * (T + 1), H).index_add(0, slot, hidden.flatten(0, 1))
+        counts = hidden.new_zeros(R * (T + 1)).index_add(0, slot, inside.flatten().to(hidden.dtype))
+        states = (summed / counts.clamp(min=1).unsqueeze(-1)).view(R, T + 1, H)[:, :T]
         if self.prefix:
-            summary = hidden[:, 0]
+            summaries = hidden[:, 0]
         else:
             weights = read.attention.to(hidden.dtype).unsqueeze(-1)
-            summary = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1)
-        return states, summary
+            summaries = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1)
+        if len(read.row) == R:  # one window per text
+            return states, summaries
+        windows = torch.bincount(read.row, minlength=R).to(hidden.dtype).unsqueeze(-1)
+        return states, hidden.new_zeros(R, H).index_add(0, read.row, summaries) / windows
 
     def freeze(self, layers: int) -> None:
         """Keep the transformer's embeddings and its first ``layers`` layers fixed (the whole
@@ -142,7 +162,7 @@ class HFEncoder(Encoder):
             module.requires_grad_(False)
 
     def extra_repr(self) -> str:
-        return f"{type(self.transformer).__name__}, at most {self.max_length} subwords"
+        return f"{type(self.transformer).__name__}, windows of {self.max_length} subwords"
 
 
 def layer_list(transformer: nn.Module) -> nn.ModuleList:
