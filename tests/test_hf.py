@@ -134,7 +134,8 @@ def test_a_run_without_its_transformer_folder_gets_one_line(tmp_path, hf_run):
     assert len(result.output.strip().splitlines()) == 1
 
 
-def test_a_text_longer_than_the_models_positions_is_read_in_overlapping_windows(demo, tiny):
+@pytest.mark.parametrize("max_length", [8, 10])  # (windows 3 apart; 4 apart, where a piece can be midway)
+def test_a_text_longer_than_the_models_positions_is_read_in_overlapping_windows(demo, tiny, max_length):
     """Windows of the model's positions, each half a window after the last; each subword's state
     from the window whose middle is nearest, the summary the mean of the windows' [CLS]; a text
     that fits reads as one window; every word of a long text gets a state and a gradient."""
@@ -146,7 +147,7 @@ def test_a_text_longer_than_the_models_positions_is_read_in_overlapping_windows(
     from rationale_cli.runs.pretrained import load_pretrained
 
     pretrained = load_pretrained(tiny, ["<pad>", "<unk>", "head", "white", "lacing"])
-    pretrained.max_length = 8  # 6 subwords between [CLS] and [SEP], windows 3 apart
+    pretrained.max_length = max_length
     encoder = HFEncoder(pretrained).eval()
     ids = torch.tensor([[2, 3, 4, 2, 3, 4, 2, 3, 4, 2], [2, 3, 0, 0, 0, 0, 0, 0, 0, 0]])
     gate = (ids > 0).float()
@@ -160,7 +161,8 @@ def test_a_text_longer_than_the_models_positions_is_read_in_overlapping_windows(
     words = [w for w, g in zip(ids[0].tolist(), gate[0].tolist()) if g > 0]
     positions = [i for i, g in enumerate(gate[0].tolist()) if g > 0]
     pieces = [(p, int(q)) for p, w in zip(positions, words) for q in pretrained.pieces[w] if q >= 0]
-    room, stride = 6, 3
+    room = max_length - 2  # between [CLS] and [SEP]
+    stride = room // 2
     count = len(pieces)
     windows = max(1, -(-(count - room) // stride) + 1)
     assert count > room and read.row.tolist() == [0] * windows + [1]

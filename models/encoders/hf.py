@@ -104,7 +104,7 @@ class HFEncoder(Encoder):
         inside = piece < counts[row].unsqueeze(1)
         piece = piece.clamp(max=max(most - 1, 0))
         # a piece's state comes from the window whose middle is nearest (within the text's windows)
-        nearest = torch.div(piece - room / 2, stride, rounding_mode="floor") + ((piece - room / 2) % stride >= stride / 2)
+        nearest = torch.floor((piece - room / 2) / stride + 0.5).long()  # (window w's middle: w stride + room / 2)
         own = nearest.clamp(min=0).minimum((windows[row] - 1).unsqueeze(1)) == (start // stride).unsqueeze(1)
         front, back = len(self.prefix), len(self.suffix)
         N, length = len(row), front + body + back
