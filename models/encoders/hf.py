@@ -20,7 +20,7 @@ rationale for the predictor):
 - a text of more subwords than the model has positions (``max_length``, specials included) is
   read in overlapping windows that fill them, each starting half a window after the last and
   each between the specials with positions 0, 1, ...; a subword's state is taken from the
-  window whose middle is nearest to it (so it sees at least a quarter window of context on each
+  window whose middle is nearest to it (so it sees about a quarter window of context on each
   side, but at the text's ends), and the summary is the mean of the windows' summaries.
 """
 
@@ -40,7 +40,7 @@ class Pretrained:
     """What a transformer encoder is built from: ``model``, a ``transformers`` model (each
     encoder takes its own copy), ``pieces [V, P]``, the subword ids of each vocabulary word
     (-1 after its last), the special ids the tokenizer puts before (``prefix``) and after
-    (``suffix``) a text, and ``max_length``, the most subwords the model reads."""
+    (``suffix``) a text, and ``max_length``, the most subwords the model reads at once (a window)."""
 
     model: nn.Module
     pieces: Tensor
@@ -103,8 +103,9 @@ class HFEncoder(Encoder):
         piece = start.unsqueeze(1) + torch.arange(body, device=device)  # [N, body]
         inside = piece < counts[row].unsqueeze(1)
         piece = piece.clamp(max=max(most - 1, 0))
+        at = (row.unsqueeze(1), piece)  # each window's pieces among its text's kept ones
         # a piece's state comes from the window whose middle is nearest (within the text's windows)
-        nearest = torch.floor((piece - room / 2) / stride + 0.5).long()  # (window w's middle: w stride + room / 2)
+        nearest = torch.floor((piece - (room - 1) / 2) / stride + 0.5).long()  # w's middle: w stride + (room - 1) / 2
         own = nearest.clamp(min=0).minimum((windows[row] - 1).unsqueeze(1)) == (start // stride).unsqueeze(1)
         front, back = len(self.prefix), len(self.suffix)
         N, length = len(row), front + body + back
@@ -114,9 +115,9 @@ class HFEncoder(Encoder):
         out_ids[:, :front] = torch.tensor(self.prefix, dtype=ids.dtype, device=device)
         scale[:, :front] = 1.0
         if body:
-            out_ids[:, front:front + body] = torch.where(inside, kept_ids[row].gather(1, piece), self.pad)
-            scale[:, front:front + body] = torch.where(inside, kept_scale[row].gather(1, piece), 0.0)
-            word[:, front:front + body] = torch.where(inside & own, kept_word[row].gather(1, piece), -1)
+            out_ids[:, front:front + body] = torch.where(inside, kept_ids[at], self.pad)
+            scale[:, front:front + body] = torch.where(inside, kept_scale[at], 0.0)
+            word[:, front:front + body] = torch.where(inside & own, kept_word[at], -1)
         read = inside.sum(1, keepdim=True)
         ends = front + read + torch.arange(back, device=device)  # [N, back]
         out_ids.scatter_(1, ends, torch.tensor(self.suffix, dtype=ids.dtype, device=device).expand(N, -1))
