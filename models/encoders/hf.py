@@ -98,7 +98,8 @@ class HFEncoder(Encoder):
         windows = torch.where(counts > room, (counts - room + stride - 1) // stride + 1, 1)  # [R]
         row = torch.repeat_interleave(torch.arange(R, device=device), windows)  # [N]
         first = torch.cumsum(windows, 0) - windows
-        start = (torch.arange(len(row), device=device) - first[row]) * stride  # each window's first piece
+        number = torch.arange(len(row), device=device) - first[row]  # each window's place in its text
+        start = number * stride  # its first piece
         body = min(most, room)
         piece = start.unsqueeze(1) + torch.arange(body, device=device)  # [N, body]
         inside = piece < counts[row].unsqueeze(1)
@@ -106,7 +107,7 @@ class HFEncoder(Encoder):
         at = (row.unsqueeze(1), piece)  # each window's pieces among its text's kept ones
         # a piece's state comes from the window whose middle is nearest (within the text's windows)
         nearest = torch.floor((piece - (room - 1) / 2) / stride + 0.5).long()  # w's middle: w stride + (room - 1) / 2
-        own = nearest.clamp(min=0).minimum((windows[row] - 1).unsqueeze(1)) == (start // stride).unsqueeze(1)
+        own = nearest.clamp(min=0).minimum((windows[row] - 1).unsqueeze(1)) == number.unsqueeze(1)
         front, back = len(self.prefix), len(self.suffix)
         N, length = len(row), front + body + back
         out_ids = ids.new_full((N, length), self.pad)
@@ -114,10 +115,9 @@ class HFEncoder(Encoder):
         word = ids.new_full((N, length), -1)
         out_ids[:, :front] = torch.tensor(self.prefix, dtype=ids.dtype, device=device)
         scale[:, :front] = 1.0
-        if body:
-            out_ids[:, front:front + body] = torch.where(inside, kept_ids[at], self.pad)
-            scale[:, front:front + body] = torch.where(inside, kept_scale[at], 0.0)
-            word[:, front:front + body] = torch.where(inside & own, kept_word[at], -1)
+        out_ids[:, front:front + body] = torch.where(inside, kept_ids[at], self.pad)
+        scale[:, front:front + body] = torch.where(inside, kept_scale[at], 0.0)
+        word[:, front:front + body] = torch.where(inside & own, kept_word[at], -1)
         read = inside.sum(1, keepdim=True)
         ends = front + read + torch.arange(back, device=device)  # [N, back]
         out_ids.scatter_(1, ends, torch.tensor(self.suffix, dtype=ids.dtype, device=device).expand(N, -1))
@@ -146,8 +146,6 @@ class HFEncoder(Encoder):
         else:
             weights = read.attention.to(hidden.dtype).unsqueeze(-1)
             summaries = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1)
-        if len(read.row) == R:  # one window per text
-            return states, summaries
         windows = torch.bincount(read.row, minlength=R).to(hidden.dtype).unsqueeze(-1)
         return states, hidden.new_zeros(R, H).index_add(0, read.row, summaries) / windows
 
