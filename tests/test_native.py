@@ -263,3 +263,50 @@ def test_denormal_floats_are_flushed_where_training_and_predict_ask_for_it():
         assert float(tiny * 1.0) == 0.0
     finally:
         torch.set_flush_denormal(False)
+
+
+@pytest.mark.parametrize("pairwise", [False, True])
+@pytest.mark.parametrize("threads", [1, 3])
+def test_compiled_chain_tables_match_the_plain_loops(monkeypatch, pairwise, threads):
+    """The k-subset chain program's four log-semiring loops (models.native.chain_tables) against
+    chain_dp's PyTorch loops: tables, marginals and exact gradients, on rows with padding
+    (u = NEG), an empty row, budgets from 0 to past the length, exactly k and at most k."""
+    from models.distributions import chain_dp
+    from models.native import chain_tables
+
+    torch.manual_seed(5 + pairwise)
+    T, B, K = 23, 7, 6
+    u = 3 * torch.randn(B, T)
+    u[2, 15:] = chain_dp.NEG
+    u[3] = chain_dp.NEG
+    w = torch.randn(B, T) if pairwise else None
+    if w is not None:
+        w[2, 15:] = 0.0
+        w[:, 0] = 0.0
+    g = torch.randn(B, T)
+
+    def run():
+        x = u.clone().requires_grad_(True)
+        y = None if w is None else w.clone().requires_grad_(True)
+        found = {}
+        for at_most in (False, True):
+            ends = chain_dp.accepted_counts(torch.tensor([0, 1, 3, 6, 6, 2, 4]), K, at_most)
+            log_z, mu, _ = chain_dp.chain_marginals(x, y, ends, K)
+            grads = torch.autograd.grad((mu * g).sum() + log_z.sum(), [x] + ([] if y is None else [y]))
+            ut, wt = x.detach().t().contiguous(), None if y is None else y.detach().t().contiguous()
+            found[at_most] = (chain_dp.forward_table(ut, wt, K)[0], chain_dp.backward_table(ut, wt, ends, K),
+                              log_z, mu, *grads)
+        return found
+
+    assert chain_tables.forward_log(torch.zeros(2, 3), None, torch.full((3, 4, 1, 3), chain_dp.NEG))  # it runs here
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        compiled = run()
+        monkeypatch.setattr(chain_tables, "_run", lambda *args: False)
+        plain = run()
+    finally:
+        torch.set_num_threads(before)
+    for at_most in (False, True):
+        for got, expected in zip(compiled[at_most], plain[at_most]):
+            torch.testing.assert_close(got, expected, atol=2e-5, rtol=1e-5)

@@ -41,6 +41,7 @@ import torch
 from torch import Tensor
 
 from models.distributions.subset_tree import NEG
+from models.native import chain_tables
 from models.native.kbest import kmax_merge
 
 
@@ -114,6 +115,8 @@ def forward_table(u: Tensor, w: Tensor | None, max_k: int, semiring=LOG) -> tupl
     alpha = u.new_full((length + 1, max_k + 2, bits, batch, *([semiring.ranks] if semiring.ranks else [])), NEG)
     alpha[0, 1, 0].view(batch, -1)[:, 0] = 0.0  # the empty prefix (its best value only)
     # views made once (the loops then index tuples): counts j and j-1 of bits 0 and 1
+    if isinstance(semiring, LogSemiring) and chain_tables.forward_log(u, None if w is None else w + u, alpha):
+        return alpha, []
     same, less, us = alpha[:, 1:].unbind(0), alpha[:, :-1].unbind(0), semiring.lift(u).unbind(0)
     linked = None if w is None else semiring.lift(w + u).unbind(0)
     pointers = []
@@ -186,6 +189,8 @@ def backward_table(u: Tensor, w: Tensor | None, ends: Tensor, max_k: int) -> Ten
     bits = 1 if w is None else 2
     beta = u.new_full((length + 1, max_k + 2, bits, batch), NEG)
     beta[length, :-1] = torch.where(ends, 0.0, NEG).unsqueeze(1)
+    if chain_tables.backward_log(u, w, beta):
+        return beta
     same, more, us = beta[:, :-1].unbind(0), beta[:, 1:].unbind(0), u.unbind(0)
     for i in range(length - 1, -1, -1):
         on = more[i + 1][:, bits - 1] + us[i]
@@ -222,14 +227,20 @@ def prefix_expectations(alpha: Tensor, u: Tensor, w: Tensor | None, g: Tensor) -
     length = u.shape[0]
     ra = torch.zeros_like(alpha)
     if w is None:  # P(z_i = 1 | count j after token i)
-        came_on = probability(alpha[:-1, :-1, 0] + u.unsqueeze(1) - alpha[1:, 1:, 0]).unbind(0)
+        came_on = probability(alpha[:-1, :-1, 0] + u.unsqueeze(1) - alpha[1:, 1:, 0])
+        if chain_tables.prefix(came_on, None, g, ra):
+            return ra
+        came_on = came_on.unbind(0)
         same, less, gs = ra[:, 1:, 0].unbind(0), ra[:, :-1, 0].unbind(0), g.unbind(0)
         for i in range(length):
             torch.addcmul(same[i], came_on[i], less[i] + gs[i] - same[i], out=same[i + 1])
         return ra
     # bit 0 after token i: from bit 0 or 1 at the same count; bit 1: from either at count j-1
-    from_zero_off = probability(alpha[:-1, 1:, 0] - alpha[1:, 1:, 0]).unbind(0)
-    from_zero_on = probability(alpha[:-1, :-1, 0] + u.unsqueeze(1) - alpha[1:, 1:, 1]).unbind(0)
+    from_zero_off = probability(alpha[:-1, 1:, 0] - alpha[1:, 1:, 0])
+    from_zero_on = probability(alpha[:-1, :-1, 0] + u.unsqueeze(1) - alpha[1:, 1:, 1])
+    if chain_tables.prefix(from_zero_off, from_zero_on, g, ra):
+        return ra
+    from_zero_off, from_zero_on = from_zero_off.unbind(0), from_zero_on.unbind(0)
     rows, gs = ra.unbind(0), g.unbind(0)
     for i in range(length):
         old, new = rows[i], rows[i + 1]
@@ -243,7 +254,10 @@ def suffix_expectations(beta: Tensor, u: Tensor, w: Tensor | None, g: Tensor) ->
     """``rb_i(j, b) = E[sum_{l >= i} g_l z_l | prefix state (j, b) before token i]`` ``[T+1, K+2, A, B]``."""
     length = u.shape[0]
     rb = torch.zeros_like(beta)
-    goes_on = probability(beta[1:, 1:, -1:] + (u.unsqueeze(1) + links(u, w)).unsqueeze(1) - beta[:-1, :-1]).unbind(0)
+    goes_on = probability(beta[1:, 1:, -1:] + (u.unsqueeze(1) + links(u, w)).unsqueeze(1) - beta[:-1, :-1])
+    if chain_tables.suffix(goes_on, g, rb):
+        return rb
+    goes_on = goes_on.unbind(0)
     off, on, out, gs = rb[:, :-1, :1].unbind(0), rb[:, 1:, -1:].unbind(0), rb[:, :-1].unbind(0), g.unbind(0)
     for i in range(length - 1, -1, -1):
         torch.addcmul(off[i + 1], goes_on[i], on[i + 1] + gs[i] - off[i + 1], out=out[i])

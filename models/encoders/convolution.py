@@ -43,6 +43,12 @@ class Packed:
         self.at = (starts.unsqueeze(1) + positions)[kept]
         self.rows = pad + int((lengths + pad).sum())
         self.ends = starts + lengths
+        # each packed row's flat position (0 between documents, zeroed after), and each flat
+        # position's packed row (0, a zero row, past a document's last real one)
+        self.source = self.index.new_zeros(self.rows).index_copy_(0, self.at, self.index)
+        self.between = (self.source.new_ones(self.rows, dtype=torch.bool).index_fill_(0, self.at, False)
+                        .nonzero().squeeze(1))
+        self.target = self.index.new_zeros(B * T).index_copy_(0, self.index, self.at)
         self.real = self.pack(real.unsqueeze(-1).float())
 
     @cached_property
@@ -52,15 +58,22 @@ class Packed:
         return torch.searchsorted(self.ends, rows, right=True).clamp(max=max(self.shape[0] - 1, 0))
 
     def pack(self, x: Tensor) -> Tensor:
-        """``x [B, T, D]`` as packed rows ``[rows, D]`` (zero between documents)."""
+        """``x [B, T, D]`` as packed rows ``[rows, D]`` (zero between documents): one gather, the
+        rows between documents zeroed after."""
         flat = x.reshape(-1, x.shape[-1])
-        return flat.new_zeros(self.rows, x.shape[-1]).index_copy(0, self.at, flat.index_select(0, self.index))
+        if flat.shape[0] == 0:  # no positions: only rows between documents
+            return flat.new_zeros(self.rows, x.shape[-1])
+        return flat.index_select(0, self.source).index_fill_(0, self.between, 0)
 
     def unpack(self, rows: Tensor) -> Tensor:
-        """Packed ``rows [rows, D]`` back as ``[B, T, D]`` (zero past each document's last real row)."""
+        """Packed ``rows [rows, D]``, zero between documents (as :meth:`pack` and :func:`conv_relu`
+        leave them), back as ``[B, T, D]`` (zero past each document's last real row): one gather,
+        the positions past a document reading the zero row 0."""
         B, T = self.shape
-        out = rows.new_zeros(B * T, rows.shape[-1]).index_copy(0, self.index, rows.index_select(0, self.at))
-        return out.view(B, T, rows.shape[-1])
+        if self.pad == 0:  # no row between documents to read zeros from
+            out = rows.new_zeros(B * T, rows.shape[-1]).index_copy(0, self.index, rows.index_select(0, self.at))
+            return out.view(B, T, rows.shape[-1])
+        return rows.index_select(0, self.target).view(B, T, rows.shape[-1])
 
     def convolved(self, convs: Iterable[nn.Conv1d], x: Tensor) -> Tensor:
         """``relu(conv(.)) * real`` of each conv in turn on ``x [B, T, In]``, as ``[B, T, Out]``."""
@@ -76,13 +89,13 @@ class _ConvReLU(torch.autograd.Function):
     def forward(ctx, x: Tensor, real: Tensor, weight: Tensor, bias: Tensor, pad: int) -> Tensor:
         K = weight.shape[-1]
         s, n = pad - K // 2, x.shape[0] - 2 * pad
-        out = torch.addmm(bias, x[s : s + n], weight[:, :, 0].t())
-        for j in range(1, K):
-            out.addmm_(x[s + j : s + j + n], weight[:, :, j].t())
-        y = x.new_empty(x.shape[0], out.shape[1])
+        y = x.new_empty(x.shape[0], weight.shape[0])
         y[:pad] = 0
         y[pad + n :] = 0
-        torch.mul(out.relu_(), real[pad : pad + n], out=y[pad : pad + n])
+        out = torch.addmm(bias, x[s : s + n], weight[:, :, 0].t(), out=y[pad : pad + n])
+        for j in range(1, K):
+            out.addmm_(x[s + j : s + j + n], weight[:, :, j].t())
+        out.relu_().mul_(real[pad : pad + n])
         ctx.save_for_backward(x, y, weight)
         ctx.pad = pad
         return y
@@ -92,12 +105,16 @@ class _ConvReLU(torch.autograd.Function):
         x, y, weight = ctx.saved_tensors
         pad, K = ctx.pad, weight.shape[-1]
         s, n = pad - K // 2, x.shape[0] - 2 * pad
-        g = grad[pad : pad + n] * (y[pad : pad + n] > 0)
+        g = torch.ops.aten.threshold_backward(grad[pad : pad + n], y[pad : pad + n], 0)  # where relu passed
         gx = gw = gb = None
-        if ctx.needs_input_grad[0]:
-            gx = torch.zeros_like(x)
+        if ctx.needs_input_grad[0]:  # the middle tap's product written, the others added
+            gx = torch.empty_like(x)
+            gx[:pad] = 0
+            gx[pad + n :] = 0
+            torch.mm(g, weight[:, :, K // 2], out=gx[pad : pad + n])
             for j in range(K):
-                gx[s + j : s + j + n].addmm_(g, weight[:, :, j])
+                if j != K // 2:
+                    gx[s + j : s + j + n].addmm_(g, weight[:, :, j])
         if ctx.needs_input_grad[2]:
             gw = torch.stack([g.t() @ x[s + j : s + j + n] for j in range(K)], -1)
         if ctx.needs_input_grad[3]:

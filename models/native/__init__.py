@@ -15,7 +15,9 @@ same math as the PyTorch code it stands in for (each is tested against it):
 - :mod:`models.native.token_rows`: an encoder's first layer at inference from each word's
   products (``token_rows.c``), for :mod:`models.encoders.cnn` and :mod:`models.encoders.recurrence`;
 - :mod:`models.native.kbest`: the k-best semiring's sum (``kbest.c``), for
-  :mod:`models.distributions.chain_dp`.
+  :mod:`models.distributions.chain_dp`;
+- :mod:`models.native.chain_tables`: the same program's log-semiring tables and expectations
+  (``chain_tables.c``), for the k-subset extractors' marginals and their gradients.
 
 A C file (with the headers of this folder) is compiled on first use with the system's C
 compiler (``cc``, or ``$CC``) into the user's cache folder (``$XDG_CACHE_HOME/rationale-cli``,
