@@ -388,6 +388,23 @@ def test_the_compiled_greedy_masks_equal_the_pytorch_loop(seed, monkeypatch):
 
 
 @pytest.mark.parametrize("seed", range(4))
+def test_the_compiled_budget_projection_equals_the_pytorch_bisection(seed, monkeypatch):
+    """The projection's bisection in C (models/native/greedy_masks.c) against the batch one, with
+    a float32 mask as training gives it, budgets of 0, ties, a masked row; and no positions."""
+    from models.native import greedy_masks as native
+
+    if not native.compiled(torch.zeros(1, dtype=torch.float64)):
+        pytest.skip("no C compiler")
+    scores, mask, budgets = random_marginals(seed)
+    scores[2, :4] = scores[2, 5]  # ties
+    budgets[3] = 0
+    compiled = budget_projection(scores, mask.float(), budgets)
+    assert budget_projection(scores[:, :0], mask[:, :0], budgets).shape == (6, 0)
+    monkeypatch.setattr(native, "compiled", lambda x: False)
+    torch.testing.assert_close(compiled, budget_projection(scores, mask.float(), budgets), atol=1e-15, rtol=0)
+
+
+@pytest.mark.parametrize("seed", range(4))
 def test_the_closed_form_start_is_optimal_at_once(seed, monkeypatch):
     """From the closed form, Algorithm 1 asks its oracle once and adds no mask, and ends at the
     projection, as from the oracle's mask.

@@ -196,7 +196,10 @@ def budget_oracle(residual: Tensor, mask: Tensor, budgets: Tensor, pair: Tensor 
 def budget_projection(scores: Tensor, mask: Tensor, budgets: Tensor, steps: int = 60) -> Tensor:
     """``mu [B, T]``: the Euclidean projection of ``scores`` onto the budget polytope, ``clip(t -
     tau, 0, 1)`` with ``tau >= 0`` the least that meets the budget (0 where ``mask`` is), tau by
-    bisection on ``[0, max t]`` to float64's precision."""
+    bisection on ``[0, max t]`` to float64's precision; compiled where it can be
+    (:mod:`models.native.greedy_masks`)."""
+    if native_greedy.compiled(scores):
+        return native_greedy.budget_projection(scores, mask, budgets, steps)
     scores = scores.masked_fill(mask <= 0, -torch.inf)
     budgets = budgets.to(scores.dtype).unsqueeze(-1)
     low = scores.new_zeros(len(scores), 1)

@@ -91,3 +91,30 @@ void greedy_masks(int64_t B, int64_t T, int64_t S, double tol, const double *mu,
     free(rest);
     free(order);
 }
+
+/* The budget projection that comes before (sparsemap.py: budget_projection), one row at a
+ * time: mu = clip(s - tau, 0, 1) over the row's real entries (mask > 0; 0 elsewhere), tau in
+ * [0, max(0, max s)] by `steps` bisections, the least that keeps sum mu within the budget. */
+void budget_projection(int64_t B, int64_t T, int64_t steps, const double *scores, const double *mask,
+                       const double *budgets, double *mu) {
+    for (int64_t b = 0; b < B; b++) {
+        const double *s = scores + b * T, *m = mask + b * T;
+        double low = 0.0, high = 0.0;
+        for (int64_t t = 0; t < T; t++)
+            if (m[t] > 0 && s[t] > high) high = s[t];
+        for (int64_t i = 0; i < steps; i++) {
+            const double middle = (low + high) / 2;
+            double sum = 0.0;
+            for (int64_t t = 0; t < T; t++) {
+                const double x = s[t] - middle;
+                if (m[t] > 0 && x > 0) sum += x < 1 ? x : 1;
+            }
+            if (sum > budgets[b]) low = middle;
+            else high = middle;
+        }
+        for (int64_t t = 0; t < T; t++) {
+            const double x = s[t] - high;
+            mu[b * T + t] = m[t] > 0 && x > 0 ? (x < 1 ? x : 1) : 0.0;
+        }
+    }
+}
