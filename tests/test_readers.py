@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import re
+import string
 import subprocess
 import sys
 
@@ -49,19 +51,7 @@ def test_tokenize_gives_spacys_tokens_of_each_run_alone_whatever_came_before():
     tokenized before (their runs kept): special cases, punctuation and whitespace of every
     kind, in random texts. On the whole text spaCy would split an emoticon by the token
     before it; a run's tokens do not depend on its neighbours."""
-    import spacy
-
-    tokenizer = spacy.blank("en").tokenizer
-    tokenizer.max_cache_size = 0  # no state
-
-    def alone(text):
-        tokens, offsets = [], []
-        for match in re.finditer(r"\S+", text):
-            for token in tokenizer(match.group()):
-                tokens.append(token.text)
-                offsets.append((match.start() + token.idx, match.start() + token.idx + len(token)))
-        return tokens, offsets
-
+    tokenizer = spacy_tokenizer()
     assert tokenize(") :]x")[0] == [")", ":]", "x"] and tokenize("x :]x")[0] == ["x", ":]", "x"]
     rng = random.Random(1)
     pieces = [*rng.sample(sorted(tokenizer.rules), 300), "(", ")", ".", ",", "!", '"', "'", "--", "...", ":)",
@@ -69,6 +59,37 @@ def test_tokenize_gives_spacys_tokens_of_each_run_alone_whatever_came_before():
     for _ in range(3000):
         text = "".join(rng.choice(pieces) + rng.choice(["", "", " ", "  ", "\n"]) for _ in range(rng.randrange(1, 12)))
         assert tokenize(text) == alone(text), text
+
+
+def test_runs_of_ascii_letters_are_one_token_each_unless_spacy_lists_them():
+    """Runs of ASCII letters, which tokenize takes whole without asking spaCy, are spaCy's
+    tokens too: random words of every case, and the special cases it splits (``dont``)."""
+    rng = random.Random(2)
+    special = [rule for rule in spacy_tokenizer().rules if rule.isascii() and rule.isalpha()]
+    words = special + ["".join(rng.choice(string.ascii_letters) for _ in range(rng.randrange(1, 13)))
+                       for _ in range(20000)]
+    for start in range(0, len(words), 500):
+        text = " ".join(words[start : start + 500])
+        assert tokenize(text) == alone(text)
+
+
+@functools.cache
+def spacy_tokenizer():
+    import spacy
+
+    tokenizer = spacy.blank("en").tokenizer
+    tokenizer.max_cache_size = 0  # no state
+    return tokenizer
+
+
+def alone(text):
+    """spaCy's tokens and offsets of each whitespace-free run of ``text`` alone."""
+    tokens, offsets = [], []
+    for match in re.finditer(r"\S+", text):
+        for token in spacy_tokenizer()(match.group()):
+            tokens.append(token.text)
+            offsets.append((match.start() + token.idx, match.start() + token.idx + len(token)))
+    return tokens, offsets
 
 
 def test_importing_the_package_does_not_import_spacy_or_pandas():
