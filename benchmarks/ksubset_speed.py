@@ -1,7 +1,8 @@
 """Speed of SIMPLE's path (Ahmed et al., 2023): the k-subset DP, the exact marginals,
 one exact sample and the estimator's backward pass ``J_mu^T g``, at batch 100,
 n = 350, k = 10, for the library's two programs (the sequential one with its
-explicit backward pass, and the log-depth tree) and the straightforward vectorized
+explicit backward pass, its loops compiled where they can be and as PyTorch loops,
+``RATIONALE_NATIVE=0``; and the log-depth tree) and the straightforward vectorized
 DP with autograd through the unrolled loop (``reference_ksubset.py``), measured
 side by side in one run.
 
@@ -11,7 +12,10 @@ side by side in one run.
 
 from __future__ import annotations
 
+import os
+
 import torch
+import models.native as native
 from models.distributions.ksubset import KSubset, simple_estimator
 
 import reference_ksubset
@@ -26,6 +30,24 @@ def library(method: str):
         (z * g).sum().backward()
 
     return run
+
+
+def without_compiled_loops(run):
+    """``run`` with the compiled loops off (``RATIONALE_NATIVE=0``): the PyTorch loops."""
+    def plain(*args):
+        before = os.environ.get("RATIONALE_NATIVE")
+        os.environ["RATIONALE_NATIVE"] = "0"
+        native.library.cache_clear()
+        try:
+            run(*args)
+        finally:
+            if before is None:
+                del os.environ["RATIONALE_NATIVE"]
+            else:
+                os.environ["RATIONALE_NATIVE"] = before
+            native.library.cache_clear()
+
+    return plain
 
 
 def straightforward(logits, mask, k, g):
@@ -46,7 +68,8 @@ def main() -> None:
     g = torch.randn(args.batch, args.length, device=device)
     command = invocation()
     print(f"B={args.batch} n={args.length} k={args.k} device={device_name} threads={args.threads} torch={torch.__version__}")
-    variants = {"sequential": library("sequential"), "tree": library("tree"), "straightforward": straightforward}
+    variants = {"sequential": library("sequential"), "sequential-plain": without_compiled_loops(library("sequential")),
+                "tree": library("tree"), "straightforward": straightforward}
     results = {key: timed(lambda fn=fn: fn(logits, mask, k, g), args.repeats, device) for key, fn in variants.items()}
     base = results["straightforward"]
     for key, ms in results.items():
