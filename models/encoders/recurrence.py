@@ -362,10 +362,14 @@ def stack_directions(x: Tensor, mask: Tensor, weight: Tensor, bias: Tensor,
         return token_projections(tokens, weight, bias), mt.unsqueeze(-1).contiguous()
     B, T, In = x.shape
     xt = x.new_empty(D, T, B, In + 1)  # the steps in order, a column of ones for the bias
-    xt[..., In] = 1
+    xt[0, ..., In] = 1
     xt[0, ..., :In] = x.transpose(0, 1)
-    if D == 2:
-        xt[1, ..., :In] = x.transpose(0, 1).flip(0)
+    if D == 2:  # the same steps reversed (gathered in one pass where no gradient is taken through x)
+        reversed_steps = torch.arange(T - 1, -1, -1, device=x.device)
+        if torch.is_grad_enabled() and x.requires_grad:
+            xt[1] = xt[0].index_select(0, reversed_steps)
+        else:
+            torch.index_select(xt[0], 0, reversed_steps, out=xt[1])
     P = torch.bmm(xt.view(D, T * B, In + 1), torch.cat((weight, bias.unsqueeze(1)), 1)).view(D, T, B, -1)
     return P, mt.unsqueeze(-1).contiguous()
 
@@ -402,14 +406,15 @@ class _Merge(torch.autograd.Function):
         D, T, B, H = out.shape
         read = (mask > 0).to(out.dtype)
         states = out.new_empty(B, T, D * H)
-        states[..., :H] = out[0].transpose(0, 1)
+        gates = read.unsqueeze(-1)
+        torch.mul(out[0].transpose(0, 1), gates, out=states[..., :H])  # each direction gated as it is placed
         if D == 2:
-            states[..., H:] = out[1].flip(0).transpose(0, 1)
+            torch.mul(out[1].flip(0).transpose(0, 1), gates, out=states[..., H:])
         summary = last_states(out)
         ctx.set_materialize_grads(False)
         ctx.save_for_backward(read)
         ctx.sizes = (D, T, B, H)
-        return states.mul_(read.unsqueeze(-1)), summary
+        return states, summary
 
     @staticmethod
     @once_differentiable
