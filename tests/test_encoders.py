@@ -521,6 +521,33 @@ def test_training_scan_over_the_read_steps_only_gives_the_same_values_and_gradie
     assert all(torch.allclose(a, b, atol=1e-12) for a, b in zip(grads, skipped_grads))
 
 
+@pytest.mark.parametrize("skip", [False, True])
+@pytest.mark.parametrize("kind", ["rcnn", "lstm"])
+def test_a_recurrent_summary_in_training_forms_no_states_and_equals_the_forward_pass(kind, skip):
+    """``summary`` (a predictor's read) in training leaves the states unformed and gives
+    ``forward(...)[1]``: the same values and gradients of the input, the gate and every weight,
+    with rows that are empty, padded or wholly read."""
+    torch.manual_seed(3)
+    encoder = (RCNNEncoder if kind == "rcnn" else LSTMEncoder)(5, 4, dropout=0.3).double().train()
+    x = torch.randn(4, 10, 5, dtype=torch.float64, requires_grad=True)
+    logits = torch.randn(4, 10, dtype=torch.float64).mul(2).sub(1.5).requires_grad_(True)
+    mask = torch.ones(4, 10, dtype=torch.float64)
+    mask[1, 6:] = 0
+    results = []
+    for read in (lambda g: encoder.summary(x * g.unsqueeze(-1), g, skip=skip),
+                 lambda g: encoder(x * g.unsqueeze(-1), g, skip=skip)[1]):
+        torch.manual_seed(5)  # the same dropout draw
+        gate = logits.clamp(0, 1) * mask
+        gate = torch.cat((gate[:2], torch.zeros_like(gate[2:3]), mask[3:]))  # an empty row, a wholly read one
+        summary = read(gate)
+        loss = (summary * torch.linspace(-1, 2, summary.shape[1], dtype=torch.float64)).sum()
+        results.append((summary, torch.autograd.grad(loss, [x, logits, *encoder.parameters()])))
+    (summary, grads), (plain, plain_grads) = results
+    assert torch.allclose(summary, plain, atol=1e-12)
+    assert all(torch.allclose(a, b, atol=1e-12) for a, b in zip(grads, plain_grads))
+    assert encoder.encoded(x, mask, None, skip, False, states=False)[0] is None  # none formed, with gradients
+
+
 @pytest.mark.parametrize("skip", [True, False])
 @pytest.mark.parametrize("kind,layers", [("cnn", 1), ("cnn", 2), ("rcnn", 1), ("lstm", 1)])
 def test_gated_documents_share_one_dropout_draw_and_the_cnn_reads_them_from_tap_products(kind, layers, skip):

@@ -155,21 +155,22 @@ class RecurrentEncoder(Encoder):
 
     def summary(self, x: Tensor, mask: Tensor, tokens: TokenRows | None = None, skip: bool = False,
                 dropped: bool = False) -> Tensor:
-        """Without gradients, the summary alone: the states are not formed (a predictor's case)."""
-        return self.encoded(x, mask, tokens, skip, dropped, states=not without_grad(self, x))[1]
+        """The summary alone (a predictor's case): the states are not formed, in training too (the
+        summary is each direction's last state, whose gradient needs none of them)."""
+        return self.encoded(x, mask, tokens, skip, dropped, states=False)[1]
 
     def uses_tokens(self, x: Tensor, tokens: TokenRows | None) -> bool:
         return tokens is not None and not self.training and without_grad(self, x)
 
     def encoded(self, x: Tensor, mask: Tensor, tokens: TokenRows | None, skip: bool, dropped: bool,
                 states: bool = True) -> tuple[Tensor | None, Tensor]:
-        """``(states, summary)``; without ``states`` (no gradients), the states may be None: not formed."""
+        """``(states, summary)``; without ``states``, the states may be None: not formed."""
         mask = mask.to(x.dtype)
         B, T, _ = x.shape
         if T == 0:  # no steps: nothing to encode
             return x.new_zeros(B, T, self.output_size), x.new_zeros(B, self.output_size)
         if not (skip or without_grad(self, x)):
-            return self.scan(self.input_dropout(x, dropped), mask)
+            return self.scan(self.input_dropout(x, dropped), mask, states=states)
         tokens = None if self.training else tokens  # dropout changes x
         read = mask > 0
         steps = int(read.sum(1).max())
