@@ -170,7 +170,7 @@ class RecurrentEncoder(Encoder):
         if T == 0:  # no steps: nothing to encode
             return x.new_zeros(B, T, self.output_size), x.new_zeros(B, self.output_size)
         if not (skip or without_grad(self, x)):
-            return self.scan(self.input_dropout(x, dropped), mask, states=states)
+            return self.scan(self.input_dropout(x, dropped), mask, None, states)
         tokens = None if self.training else tokens  # dropout changes x
         read = mask > 0
         steps = int(read.sum(1).max())
