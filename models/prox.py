@@ -14,13 +14,17 @@ fusedmax and oscarmax, ``Pi(x) = P_simplex(P(x / gamma))``.
   ``J_ij = sign(z_i z_j) / |G_i|`` within each group of equal ``|z_i| > 0``.
 
 Both run row by row on the CPU in float64 over the non-pad positions (the paper
-does the same); padding passes through unchanged and gets no gradient.
+does the same); padding passes through unchanged and gets no gradient. ``P_TV`` runs
+compiled for all rows at once where it can (:mod:`models.native.tv_prox`, the same steps);
+the loops here are its fallback and reference.
 """
 
 from __future__ import annotations
 
 import torch
 from torch import Tensor
+
+from models.native.tv_prox import compiled, tv_prox_rows
 
 
 def tv_prox_row(x: list[float], lam: float) -> tuple[list[float], list[int]]:
@@ -108,14 +112,23 @@ class _RowProx(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x: Tensor, mask: Tensor, lam: float, oscar: bool):
-        solve = oscar_prox_row if oscar else tv_prox_row
         out = x.detach().clone()
         groups = torch.full(x.shape, -1, dtype=torch.long, device=x.device)
         real = mask > 0
-        for row, values in enumerate(rows_of(x, mask)):
-            y, g = solve(values, lam)
-            out[row, real[row]] = torch.tensor(y, dtype=x.dtype, device=x.device)
-            groups[row, real[row]] = torch.tensor(g, dtype=torch.long, device=x.device)
+        if not oscar and compiled(x):  # every row at once: each row's real values packed to its front
+            lengths = real.sum(1)
+            front = torch.arange(x.shape[1], device=x.device) < lengths.unsqueeze(1)
+            packed = torch.zeros(x.shape, dtype=torch.float64)
+            packed[front] = x.detach()[real].double()
+            y, g = tv_prox_rows(packed, lengths, lam)
+            out[real] = y[front].to(x.dtype)
+            groups[real] = g[front]
+        else:
+            solve = oscar_prox_row if oscar else tv_prox_row
+            for row, values in enumerate(rows_of(x, mask)):
+                y, g = solve(values, lam)
+                out[row, real[row]] = torch.tensor(y, dtype=x.dtype, device=x.device)
+                groups[row, real[row]] = torch.tensor(g, dtype=torch.long, device=x.device)
         signs = torch.sign(out) if oscar else torch.ones_like(out)
         ctx.save_for_backward(groups, signs)
         return out

@@ -58,3 +58,34 @@ def test_gradcheck_of_the_group_jacobians(prox):
     assert torch.autograd.gradcheck(lambda t: prox(t, mask, 0.3) * mask, (x,), atol=1e-6)
     assert torch.autograd.gradcheck(lambda t: sparsemax(prox(t, mask, 0.3).masked_fill(mask == 0, -1e3)), (x,),
                                     atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_compiled_tv_prox_takes_the_python_loops_steps(dtype):
+    """``tv_prox`` (the compiled taut string, all rows at once) against ``tv_prox_row`` on each
+    row's real values: the same groups and, in float64, the same values; rows with gaps in
+    their mask, empty, of one value, with ties, under a small and a large ``lam``."""
+    from models.native.tv_prox import compiled
+    from models.prox import _RowProx
+
+    torch.manual_seed(2)
+    x = torch.randn(7, 40, dtype=torch.float64) * 3
+    x[3, :20] = 1.5  # ties
+    mask = (torch.rand(7, 40) < 0.8).to(dtype)
+    mask[1] = 0  # empty
+    mask[2] = 0
+    mask[2, 17] = 1  # one value
+    x = x.to(dtype)
+    if not compiled(x):
+        pytest.skip("no C compiler (or RATIONALE_NATIVE=0): the loops are the Python ones")
+    for lam in (0.05, 0.8, 50.0):
+        y = _RowProx.apply(x, mask, lam, False)
+        groups = _RowProx.apply(x.double().requires_grad_(), mask, lam, False).grad_fn.saved_tensors[0]
+        assert torch.equal(y[mask == 0], x[mask == 0])
+        for row in range(7):
+            real = mask[row] > 0
+            expected, expected_groups = tv_prox_row(x[row, real].double().tolist(), lam)
+            assert groups[row, real].tolist() == expected_groups
+            assert (groups[row, ~real] == -1).all()
+            assert torch.allclose(y[row, real].double(), torch.tensor(expected, dtype=torch.float64),
+                                  rtol=0, atol=1e-12 if dtype == torch.float64 else 1e-5)
