@@ -18,6 +18,8 @@ same math as the PyTorch code it stands in for (each is tested against it):
   :mod:`models.distributions.chain_dp`;
 - :mod:`models.native.chain_tables`: the same program's log-semiring tables and expectations
   (``chain_tables.c``), for the k-subset extractors' marginals and their gradients.
+- :mod:`models.native.tv_prox`: the total-variation prox, the taut string (``tv_prox.c``, float64),
+  for :mod:`models.prox` (fusedmax attention).
 
 A C file (with the headers of this folder) is compiled on first use with the system's C
 compiler (``cc``, or ``$CC``) into the user's cache folder (``$XDG_CACHE_HOME/rationale-cli``,
