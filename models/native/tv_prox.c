@@ -5,17 +5,15 @@
  * are the result, and each straight piece is a group (the Jacobian averages over it).
  *
  * x [rows, T]: each row's n = lengths[row] values first (the rest is not read); writes y and
- * groups over the same first n positions of each row. */
+ * groups over the same first n positions of each row. work: 3 (T + 1) doubles of the caller's,
+ * for the cumulative sums and the tube's two walls. */
 
 #include <math.h>
 #include <stdint.h>
-#include <stdlib.h>
 
 void tv_prox_rows(int64_t rows, int64_t T, double lam, const double *x, const int64_t *lengths, double *y,
-                  int64_t *groups) {
-    double *cumulative = malloc(3 * (size_t)(T + 1) * sizeof(double));
-    if (!cumulative) return;
-    double *upper = cumulative + T + 1, *lower = upper + T + 1;
+                  int64_t *groups, double *work) {
+    double *cumulative = work, *upper = cumulative + T + 1, *lower = upper + T + 1;
     for (int64_t row = 0; row < rows; row++) {
         const int64_t n = lengths[row];
         const double *xr = x + row * T;
@@ -54,5 +52,4 @@ void tv_prox_rows(int64_t rows, int64_t T, double lam, const double *x, const in
             start = end, group++;
         }
     }
-    free(cumulative);
 }

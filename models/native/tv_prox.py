@@ -18,7 +18,7 @@ NAME = "tv_prox"
 
 @functools.cache
 def _loop():
-    return declared(library(NAME), "tv_prox_rows", INT, INT, ctypes.c_double, *[POINTER] * 4)
+    return declared(library(NAME), "tv_prox_rows", INT, INT, ctypes.c_double, *[POINTER] * 5)
 
 
 def compiled(x: Tensor) -> bool:
@@ -35,7 +35,8 @@ def tv_prox_rows(values: Tensor, lengths: Tensor, lam: float) -> tuple[Tensor, T
     out, groups = torch.empty_like(values), torch.empty(B, T, dtype=torch.int64)
 
     def rows(first: int, count: int) -> None:
-        _loop()(count, T, lam, *rows_from(first, values, lengths, out, groups))
+        work = values.new_empty(3 * (T + 1))  # each part's own
+        _loop()(count, T, lam, *rows_from(first, values, lengths, out, groups), work.data_ptr())
 
     over_rows(rows, B)
     return out, groups
