@@ -28,6 +28,19 @@ def test_encode_looks_up_the_lower_case_of_each_token():
     assert cased.encode(tokens) == [2, 3, 1, 1, 1, 1, 1]
 
 
+def test_encode_keeps_forms_outside_the_list_and_gives_the_same_indices(monkeypatch):
+    import rationale_cli.data.vocab as vocab_module
+
+    lower = Vocab([PAD, UNK, "great", "head"], lower=True)
+    batches = [["Great", "nope", "HEAD"], ["nope", "Great", "great"], [f"w{i}" for i in range(7)] + ["Head"]]
+    expected = [[lower.stoi.get(t.lower(), 1) for t in tokens] for tokens in batches]
+    assert [lower.encode(tokens) for tokens in batches] == expected
+    assert {"Great", "nope", "HEAD"} <= lower._forms.keys()  # kept: seen again, looked up once
+    monkeypatch.setattr(vocab_module, "FORMS_KEPT", 3)  # past it, the kept forms start over
+    assert [lower.encode(tokens) for tokens in batches * 2] == expected * 2
+    assert len(lower._forms) <= len(lower.stoi) + 3 + 8
+
+
 def test_build_orders_by_frequency_then_word():
     vocab = Vocab.build(DOCS)
     assert vocab.itos == [PAD, UNK, "the", "beer", "is", "good", "head", "white"]

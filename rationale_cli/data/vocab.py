@@ -13,6 +13,7 @@ from rationale_cli.runtime.errors import UserError
 
 PAD = "<pad>"
 UNK = "<unk>"
+FORMS_KEPT = 1 << 17  # surface forms outside the word list whose index is kept (a corpus's words repeat)
 
 
 class Vocab:
@@ -27,6 +28,7 @@ class Vocab:
         self.itos = itos
         self.lower = lower
         self.stoi = {word: i for i, word in enumerate(itos)}
+        self._forms = dict(self.stoi)  # stoi and the forms looked up through their lower case
 
     @classmethod
     def build(
@@ -58,14 +60,19 @@ class Vocab:
         if not self.lower:
             return list(map(self.stoi.get, tokens, repeat(unk)))
         # a word of a lower-cased vocabulary is its own lower case: look tokens up as they
-        # are, then lower only those not found (most text is lower case already)
+        # are, then lower only the forms not seen before (most text is lower case already,
+        # and a form outside the list, unknown or not lower case, is kept with its index)
         tokens = tokens if isinstance(tokens, list) else list(tokens)
-        ids = list(map(self.stoi.get, tokens))
+        forms = self._forms
+        if len(forms) > len(self.stoi) + FORMS_KEPT:
+            forms = self._forms = dict(self.stoi)
+        ids = list(map(forms.get, tokens))
         missing = -1
         try:
             while True:  # each search starts after the last miss: one pass in all
                 missing = ids.index(None, missing + 1)
-                ids[missing] = self.stoi.get(tokens[missing].lower(), unk)
+                form = tokens[missing]
+                ids[missing] = forms[form] = self.stoi.get(form.lower(), unk)
         except ValueError:  # no more misses
             return ids
 
