@@ -38,8 +38,8 @@ import json
 import sys
 from pathlib import Path
 
-from models.budget import Budget
-from models.selectors import option_specs
+from rationale_cli.models.budget import Budget
+from rationale_cli.models.selectors import option_specs
 from rationale_cli.data.readers import read_records
 from rationale_cli.runtime.devices import resolve_device
 from rationale_cli.training.trainer import split_validation

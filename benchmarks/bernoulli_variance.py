@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 
 import torch
-from models.model import RationaleModel
+from rationale_cli.models.model import RationaleModel
 from rationale_cli.data.batching import make_batch
 from rationale_cli.data.sources import load
 from rationale_cli.data.vocab import Vocab

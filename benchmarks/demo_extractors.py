@@ -30,7 +30,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from models.selectors import SELECTORS, option_specs
+from rationale_cli.models.selectors import SELECTORS, option_specs
 
 from common import append_result, git_commit, rationale
 from report import write_report

@@ -20,8 +20,8 @@ import statistics
 import time
 
 import torch
-from models.encoders import ENCODERS, build_encoder
-from models.encoders.recurrence import (
+from rationale_cli.models.encoders import ENCODERS, build_encoder
+from rationale_cli.models.encoders.recurrence import (
     lstm_scan_autograd,
     merge_directions,
     rcnn_scan_autograd,

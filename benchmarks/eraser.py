@@ -16,7 +16,7 @@ RESULTS.md is then regenerated.
 
 Test-time decoding chosen on validation: ``--decode-rate R`` holds each document's rationale at
 that share, and ``--coherence-grid C1 C2 ...`` decodes the validation split with each cost per
-transition (:mod:`models.coherent`: the same tokens per document, placed in runs) and keeps the
+transition (:mod:`rationale_cli.models.coherent`: the same tokens per document, placed in runs) and keeps the
 one of lowest validation task loss for the test split, which is scored once. ``--full-text``
 also trains the full-text model (extractor ``full``) with the same encoder, vectors and options,
 the accuracy reference. Rows say what was chosen on validation (``chosen_on``).
@@ -40,7 +40,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from models.selectors import option_specs
+from rationale_cli.models.selectors import option_specs
 from rationale_cli.data.readers import read_records
 
 from common import (append_result, git_commit, invocation, movies_inputs, rationale, runs_folder, vectors_name,

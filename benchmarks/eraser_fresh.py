@@ -4,7 +4,7 @@ model reads.
 
 For each cost of ``--costs`` (and, with ``--sentences``, whole sentences), the run in
 ``--support`` decodes the train and val splits at ``--rate`` with that cost per transition
-(``--coherence``, :mod:`models.coherent`: the same tokens per document, placed in runs) or in
+(``--coherence``, :mod:`rationale_cli.models.coherent`: the same tokens per document, placed in runs) or in
 the sentences that hold them (``--sentences``); a full-text model with the same encoder and
 vectors is trained on the train split's rationales alone (the selected words, in order, gaps
 closed) and validated on the val split's. The decoding of lowest validation loss of that new
@@ -24,7 +24,7 @@ import json
 from pathlib import Path
 
 import rationale_cli as rationale_api
-from models.decoding import Decoding
+from rationale_cli.models.decoding import Decoding
 from rationale_cli.data.readers import read_records
 
 from common import append_result, git_commit, invocation, movies_inputs, rationale, runs_folder, vectors_name

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 import torch
-from models.decoding import OWN, Decoding
+from rationale_cli.models.decoding import OWN, Decoding
 from rationale_cli.data import sources
 from rationale_cli.runs.inference import corpus_threshold, evaluate
 from rationale_cli.runs.keep import Keep

@@ -15,8 +15,8 @@ from __future__ import annotations
 import os
 
 import torch
-import models.native as native
-from models.distributions.ksubset import KSubset, simple_estimator
+import rationale_cli.models.native as native
+from rationale_cli.models.distributions.ksubset import KSubset, simple_estimator
 
 import reference_ksubset
 from common import append_result, git_commit, invocation, timed, timing_parser, timing_setup

@@ -11,7 +11,7 @@ calls it; pair scores ``0.5 N(0, 1)``, the budget 13% of each review).
 from __future__ import annotations
 
 import torch
-from models.distributions.chain_ksubset import ChainKSubset
+from rationale_cli.models.distributions.chain_ksubset import ChainKSubset
 
 from common import append_result, git_commit, invocation, timed, timing_parser, timing_setup
 from report import write_report

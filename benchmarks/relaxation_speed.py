@@ -10,8 +10,8 @@ as the paper's code does), measured side by side in one run.
 from __future__ import annotations
 
 import torch
-from models.distributions.chain_ksubset import ChainKSubset
-from models.distributions.ksubset import KSubset
+from rationale_cli.models.distributions.chain_ksubset import ChainKSubset
+from rationale_cli.models.distributions.ksubset import KSubset
 
 from common import append_result, git_commit, invocation, timed, timing_parser, timing_setup
 from report import write_report

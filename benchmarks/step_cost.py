@@ -30,7 +30,7 @@ import random
 from pathlib import Path
 
 import torch
-from models.model import RationaleModel
+from rationale_cli.models.model import RationaleModel
 from rationale_cli.data.batching import Batch, length_batches, make_batch
 from rationale_cli.data.readers import read_records
 from rationale_cli.runs.run_directory import build_model, load_run

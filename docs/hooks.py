@@ -6,7 +6,7 @@ A page asks for a generated part with a marker line of its own:
     every command of the ``rationale`` Typer app (usage, help, arguments and options
     with their help and defaults), read from ``typer.main.get_command(app)``;
 ``<!-- generated: extractor-table -->``
-    one row per extractor of the registry ``models.selectors.SELECTORS``: its summary,
+    one row per extractor of the registry ``rationale_cli.models.selectors.SELECTORS``: its summary,
     what ``--budget`` is for it and its default, its default encoder and its own options;
 ``<!-- generated: results-summary -->``
     the opening and the summary table of ``benchmarks/RESULTS.md``.
@@ -138,7 +138,7 @@ def flag(name: str) -> str:
 def flagged(text: str) -> str:
     """A declared text (a summary, a role) with the options it names written as flags."""
     try:
-        from models.options import spelled
+        from rationale_cli.models.options import spelled
     except ImportError:  # pragma: no cover - an older tree, whose texts spell the flags themselves
         return text
     return spelled(text, flag)
@@ -146,7 +146,7 @@ def flagged(text: str) -> str:
 
 def extractor_rows() -> list[dict[str, str]]:
     """One dict per registered extractor, in registry order."""
-    from models.selectors import SELECTORS, option_specs
+    from rationale_cli.models.selectors import SELECTORS, option_specs
 
     rows = []
     for name, cls in SELECTORS.items():

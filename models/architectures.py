@@ -2,14 +2,14 @@
 
 - ``rcnn``, ``lstm``, ``cnn``: that encoder on both sides and a linear output layer
   (Lei et al., 2016; Bastings et al., 2019, appendix B).
-- ``l2x``: the L2X selector network (global and local branch, :mod:`models.encoders.l2x`;
+- ``l2x``: the L2X selector network (global and local branch, :mod:`rationale_cli.models.encoders.l2x`;
   SIMPLE's beer setup, Ahmed et al., 2023, appendix C.3) and the convolutional predictor below.
 - ``sst-simple`` / ``sst-complex``: the selectors of Paulus et al. (2020, appendix D.6):
   dropout and width-1 convolutions over the word embeddings (the selector's own
   linear maps), or first two convolutions of ``hidden`` filters of width 3 with ReLU.
 
-- ``hf``: a pretrained transformer on both sides (:mod:`models.encoders.hf`), from the
-  :class:`~models.encoders.hf.Pretrained` given; its width is the transformer's.
+- ``hf``: a pretrained transformer on both sides (:mod:`rationale_cli.models.encoders.hf`), from the
+  :class:`~rationale_cli.models.encoders.hf.Pretrained` given; its width is the transformer's.
 
 The sides may differ (:func:`build_architecture` with ``selector`` or ``predictor``): each
 side one of :data:`SIDES`, e.g. a transformer selector feeding an RCNN predictor, and a linear
@@ -30,9 +30,9 @@ from typing import Callable
 
 from torch import nn
 
-from models.encoders import ENCODERS, CNNEncoder, Encoder, L2XEncoder, build_encoder
-from models.encoders.hf import HFEncoder, Pretrained
-from models.native.dropout import Dropout
+from rationale_cli.models.encoders import ENCODERS, CNNEncoder, Encoder, L2XEncoder, build_encoder
+from rationale_cli.models.encoders.hf import HFEncoder, Pretrained
+from rationale_cli.models.native.dropout import Dropout
 
 
 TRANSFORMER = "hf"  # the pretrained transformer: an architecture and a side of its own

@@ -3,7 +3,7 @@
 Lei et al. (2016, section 3) make rationales contiguous with a cost per 0/1 transition
 between adjacent tokens, ``lambda * sum_i |z_i - z_{i-1}|``. At test time, for an extractor
 whose decoding has no such cost inside its scores (all but the mask-set ones,
-:mod:`models.selectors.mask_set`), :func:`in_runs` keeps the number of tokens its decoding
+:mod:`rationale_cli.models.selectors.mask_set`), :func:`in_runs` keeps the number of tokens its decoding
 chose per document and places them where
 
     sum_i z_i s_i - lambda * transitions(z)
@@ -11,7 +11,7 @@ chose per document and places them where
 is highest, ``s`` the extractor's per-token scores in [0, 1] and the document bounded by
 unselected tokens. With the count fixed at k, ``transitions = 2 (k - pairs)``, ``pairs`` the
 adjacent selected pairs, so the best mask is the argmax of a chain k-subset distribution
-with a pairwise score ``2 lambda`` (:class:`models.distributions.chain_ksubset.ChainKSubset`,
+with a pairwise score ``2 lambda`` (:class:`rationale_cli.models.distributions.chain_ksubset.ChainKSubset`,
 an exact dynamic program). ``lambda = 0`` keeps the k best-scored tokens; larger costs give
 fewer, longer runs. Documents longer than ``BLOCK`` tokens are placed block by block, each
 block keeping its own count (a run is never carried across a block's edge), so time and
@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from models.distributions.chain_ksubset import ChainKSubset
+from rationale_cli.models.distributions.chain_ksubset import ChainKSubset
 
 BLOCK = 1024  # tokens placed by one program at most
 CELLS = 1 << 24  # program states (positions x counts x rows) per call at most

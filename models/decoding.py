@@ -3,16 +3,16 @@ on the model: the same trained weights decode the extractor's own way, at a rate
 threshold, or with another transition cost.
 
 - ``rate``: each document keeps its best-scored tokens, that share or count of them
-  (a :class:`~models.budget.Budget`, or what ``Budget.parse`` reads: 0.13, 10, "k=10"),
+  (a :class:`~rationale_cli.models.budget.Budget`, or what ``Budget.parse`` reads: 0.13, 10, "k=10"),
   never a token scored 0 (outside a sparse support);
 - ``threshold``: each document keeps the tokens scored at least this (never 0); one threshold
   for a whole corpus holds a rate over the corpus (``rationale_cli.runs.inference.corpus_threshold``);
 - ``coherence``: the cost per 0/1 transition between adjacent tokens. A mask-set selector
   subtracts it from every mask's score (Lei et al.'s coherence inside the score,
-  :mod:`models.selectors.mask_set`; None keeps the trained one); every other extractor keeps
-  the count its decoding chose per document and places it in runs (:mod:`models.coherent`);
+  :mod:`rationale_cli.models.selectors.mask_set`; None keeps the trained one); every other extractor keeps
+  the count its decoding chose per document and places it in runs (:mod:`rationale_cli.models.coherent`);
 - ``sentences``: every extractor keeps the count its decoding chose per document and places it
-  in whole sentences (:func:`models.coherent.in_sentences`); the caller gives each token's
+  in whole sentences (:func:`rationale_cli.models.coherent.in_sentences`); the caller gives each token's
   sentence.
 """
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from models.budget import Budget
+from rationale_cli.models.budget import Budget
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ holds the same multiplier.
 :class:`RateOptions` are the options shared by the extractors that hold a selection rate in
 training this way (``hardkuma``; ``bernoulli`` with ``lagrangian``): the budget as a target,
 the multiplier's step size and augmented-Lagrangian weight, and whether each choice depends on
-the previous ones (:mod:`models.selectors.dependent`).
+the previous ones (:mod:`rationale_cli.models.selectors.dependent`).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from models.budget import Budget
-from models.options import Options, option
-from models.ranks import mean_over_ranks
+from rationale_cli.models.budget import Budget
+from rationale_cli.models.options import Options, option
+from rationale_cli.models.ranks import mean_over_ranks
 
 
 class LagrangeMultiplier(nn.Module):

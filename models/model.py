@@ -3,9 +3,9 @@
 An embedding layer feeds a selector encoder whose states a :class:`Selector`
 turns into a weighted set of masks; a predictor encoder reads each masked
 input ``x * z`` (recurrent encoders skip tokens with ``z = 0``, convolutions
-read zeros there; a transformer reads the words with ``z > 0`` alone, :mod:`models.encoders.hf`)
+read zeros there; a transformer reads the words with ``z > 0`` alone, :mod:`rationale_cli.models.encoders.hf`)
 and an output layer makes the prediction. The encoders and the output layer come from a named
-architecture (:mod:`models.architectures`). Every extractor plugs in through the Selection
+architecture (:mod:`rationale_cli.models.architectures`). Every extractor plugs in through the Selection
 interface, so nothing here depends on which one is used.
 """
 
@@ -14,14 +14,14 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from models.architectures import build_architecture
-from models.budget import top_k_mask
-from models.coherent import in_runs, in_sentences
-from models.decoding import OWN, Decoding
-from models.encoders.base import TokenRows
-from models.encoders.hf import HFEncoder, Pretrained
-from models.selection import Selection, Selector
-from models.selectors import build_selector, selector_class
+from rationale_cli.models.architectures import build_architecture
+from rationale_cli.models.budget import top_k_mask
+from rationale_cli.models.coherent import in_runs, in_sentences
+from rationale_cli.models.decoding import OWN, Decoding
+from rationale_cli.models.encoders.base import TokenRows
+from rationale_cli.models.encoders.hf import HFEncoder, Pretrained
+from rationale_cli.models.selection import Selection, Selector
+from rationale_cli.models.selectors import build_selector, selector_class
 
 
 class RationaleModel(nn.Module):
@@ -42,7 +42,7 @@ class RationaleModel(nn.Module):
         predictor_encoder: str | None = None,
         pretrained: Pretrained | None = None,
     ):
-        """``encoder`` names the architecture (:mod:`models.architectures`); ``selector_encoder``
+        """``encoder`` names the architecture (:mod:`rationale_cli.models.architectures`); ``selector_encoder``
         or ``predictor_encoder`` another encoder on that side; ``pretrained`` the transformer
         of an ``hf`` side. The word embeddings exist only when an encoder reads them."""
         super().__init__()
@@ -154,13 +154,13 @@ class RationaleModel(nn.Module):
     def decode(self, ids: Tensor, mask: Tensor, visible: Tensor | None = None,
                decoding: Decoding = OWN, sentences: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
         """Test-time rationale ``z [B, T]``, per-token scores ``[B, T]`` and outputs ``[B, outputs]``,
-        decoded as ``decoding`` says (:mod:`models.decoding`; by default the extractor's own way).
+        decoded as ``decoding`` says (:mod:`rationale_cli.models.decoding`; by default the extractor's own way).
         Decoding in sentences needs ``sentences`` ``[B, T]``, each position's sentence index."""
         if decoding.sentences and sentences is None:
             raise ValueError("decoding in sentences needs each token's sentence index")
         taken = self.selector.decode_settings
         settings = decoding.selector_arguments(taken)
-        in_runs_after = decoding.coherence is not None and "coherence" not in taken  # models.coherent
+        in_runs_after = decoding.coherence is not None and "coherence" not in taken  # rationale_cli.models.coherent
         emb = self.embedded(ids)
         states = self.states(emb, mask, ids)
         selectable = mask if visible is None else mask - visible

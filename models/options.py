@@ -18,8 +18,8 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 
-from models.budget import ALLOWED as BUDGET_ALLOWED
-from models.budget import Budget
+from rationale_cli.models.budget import ALLOWED as BUDGET_ALLOWED
+from rationale_cli.models.budget import Budget
 
 KINDS = ("bool", "int", "float", "str", "Budget")
 
@@ -184,7 +184,7 @@ def specs(declared: type) -> dict[str, Spec]:
 class Options:
     """Base of every extractor's options: values are checked when the object is made.
     ``search_space``: what a hyperparameter search tries for some of them
-    (:mod:`models.search`; none by default)."""
+    (:mod:`rationale_cli.models.search`; none by default)."""
 
     search_space: ClassVar[tuple] = ()
 

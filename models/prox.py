@@ -15,7 +15,7 @@ fusedmax and oscarmax, ``Pi(x) = P_simplex(P(x / gamma))``.
 
 Both run row by row on the CPU in float64 over the non-pad positions (the paper
 does the same); padding passes through unchanged and gets no gradient. ``P_TV`` runs
-compiled for all rows at once where it can (:mod:`models.native.tv_prox`, the same steps);
+compiled for all rows at once where it can (:mod:`rationale_cli.models.native.tv_prox`, the same steps);
 the loops here are its fallback and reference.
 """
 
@@ -24,7 +24,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from models.native.tv_prox import compiled, tv_prox_rows
+from rationale_cli.models.native.tv_prox import compiled, tv_prox_rows
 
 
 def tv_prox_row(x: list[float], lam: float) -> tuple[list[float], list[int]]:

@@ -2,7 +2,7 @@
 
 Each extractor's ``Options`` class declares its space beside its options, as the class
 attribute ``search_space``: a tuple of :class:`Searched` (a range of numbers) and :class:`OneOf`
-(a few values), each naming one of the options the class declares (:mod:`models.options`);
+(a few values), each naming one of the options the class declares (:mod:`rationale_cli.models.options`);
 the training options declare theirs the same way. A search library reads them (``rationale
 tune`` does, through Optuna); nothing here knows of one, nor of a command line.
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Union
 
-from models.options import OptionError, Spec, shown
+from rationale_cli.models.options import OptionError, Spec, shown
 
 NOT_SEARCHABLE = ("Budget",)  # kinds of option that are targets, never searched
 
@@ -63,7 +63,7 @@ Entry = Union[Searched, OneOf]
 
 def checked(entry: Entry, spec: Spec) -> Entry:
     """``entry`` with its values converted to ``spec``'s type (ints to floats) and checked
-    against its declaration, or an :class:`~models.options.OptionError` that names the option
+    against its declaration, or an :class:`~rationale_cli.models.options.OptionError` that names the option
     and what a search of it may be."""
     if spec.kind in NOT_SEARCHABLE:
         raise OptionError(spec.name, entry.describe(), "not searched: the rationale's size is the target you "

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from torch import Tensor, nn
 
-from models.options import NoOptions, Options
+from rationale_cli.models.options import NoOptions, Options
 
 
 @dataclass
@@ -58,14 +58,14 @@ class Selection:
 class Selector(nn.Module):
     """Base class of extractors.
 
-    ``Options``: the extractor's declared options (:mod:`models.options`); the
+    ``Options``: the extractor's declared options (:mod:`rationale_cli.models.options`); the
     constructor takes them as keywords, checked, and keeps them as ``self.options``.
     ``needs_states``: whether the model must run a selector encoder for it
     (``full`` does not). ``summary``: one line for whatever lists the extractors, naming
-    options as placeholders (``{budget}``, :func:`models.options.spelled`);
+    options as placeholders (``{budget}``, :func:`rationale_cli.models.options.spelled`);
     ``default_encoder``: the architecture its runs get without ``--encoder``, the one measured best
     with its other defaults on the demo corpus (``benchmarks/demo_extractors.py --defaults``). ``decode_settings``: the
-    test-time settings (:class:`models.decoding.Decoding` fields) its :meth:`decode_with_scores`
+    test-time settings (:class:`rationale_cli.models.decoding.Decoding` fields) its :meth:`decode_with_scores`
     takes as keywords.
     Subclasses implement :meth:`forward` (training, stochastic where the method
     samples) and :meth:`decode_with_scores`: the deterministic test-time rationale

@@ -25,10 +25,10 @@ from rationale_cli.output.prediction import Rationale
 from rationale_cli.data.sources import Document, as_records
 from rationale_cli.runs.task import Task
 from rationale_cli.data.vocab import Vocab
-from models.decoding import OWN, Decoding
-from models.model import RationaleModel
-from models.selection import Selector
-from models.selectors import all_option_specs
+from rationale_cli.models.decoding import OWN, Decoding
+from rationale_cli.models.model import RationaleModel
+from rationale_cli.models.selection import Selector
+from rationale_cli.models.selectors import all_option_specs
 
 class Model:
     """A trained model with its vocabulary and task, ready to use on documents."""
@@ -121,7 +121,7 @@ def train(data: str | Path, *, out: str | Path | None = None, force: bool = Fals
     underscores: ``extractor="hardkuma", budget=0.2, epochs=10``; a TOML ``config`` too).
     Nothing is written unless ``out`` names a run directory (replaced only with
     ``force``); ``progress`` prints the epoch lines. ``selector``, a
-    :class:`~models.selection.Selector` subclass or instance, replaces the named extractor
+    :class:`~rationale_cli.models.selection.Selector` subclass or instance, replaces the named extractor
     (in memory only: a run directory is for registered extractors, which it can rebuild)."""
     from rich.console import Console
 
@@ -129,7 +129,7 @@ def train(data: str | Path, *, out: str | Path | None = None, force: bool = Fals
 
     if selector is not None and out is not None:
         raise UserError("a run directory is written for a registered extractor only; train your own selector "
-                        "without out, or add it to models.selectors.SELECTORS")
+                        "without out, or add it to rationale_cli.models.selectors.SELECTORS")
     named = sorted(set(options) & ({"extractor"} | set(all_option_specs())))
     if selector is not None and named:
         raise UserError(f"{named[0]}: an option of the named extractors; give your own selector its options "

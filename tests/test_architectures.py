@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from models.architectures import ARCHITECTURES, build_architecture
-from models.encoders import CNNEncoder, L2XEncoder, RCNNEncoder
-from models.model import RationaleModel
+from rationale_cli.models.architectures import ARCHITECTURES, build_architecture
+from rationale_cli.models.encoders import CNNEncoder, L2XEncoder, RCNNEncoder
+from rationale_cli.models.model import RationaleModel
 from rationale_cli.runs.config import TrainConfig
 
 

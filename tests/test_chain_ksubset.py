@@ -5,9 +5,9 @@ import itertools
 import pytest
 import torch
 
-from models.distributions import chain_dp
-from models.distributions.chain_ksubset import ChainKSubset
-from models.distributions.ksubset import KSubset
+from rationale_cli.models.distributions import chain_dp
+from rationale_cli.models.distributions.chain_ksubset import ChainKSubset
+from rationale_cli.models.distributions.ksubset import KSubset
 
 
 def enumerate_subsets(u, w, n, k, tau=1.0):
@@ -168,7 +168,7 @@ def test_samples_with_pairwise_terms_or_a_cap_follow_the_exact_distribution(pair
 
 
 def test_one_sequential_pass_gives_the_sample_marginals_and_log_partition(monkeypatch):
-    from models.distributions import chain_dp
+    from rationale_cli.models.distributions import chain_dp
 
     calls = []
     original = chain_dp.ChainMarginals.apply

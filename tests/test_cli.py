@@ -334,7 +334,7 @@ def test_version():
 
 
 def test_train_help_lists_every_extractor_with_its_own_options_and_every_default():
-    from models.selectors import SELECTORS, option_specs
+    from rationale_cli.models.selectors import SELECTORS, option_specs
     from rationale_cli.runs.config import TRAIN_SPECS
     from rationale_cli.runs.flags import flag_of
 
@@ -373,8 +373,8 @@ def test_a_run_saved_before_budgets_still_loads_and_predicts(run_dir, tmp_path):
 
 
 def test_readme_extractor_table_agrees_with_the_declarations():
-    from models.options import spelled
-    from models.selectors import SELECTORS, option_specs
+    from rationale_cli.models.options import spelled
+    from rationale_cli.models.selectors import SELECTORS, option_specs
     from rationale_cli.runs.flags import flag_of
 
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
@@ -392,8 +392,8 @@ def test_readme_extractor_table_agrees_with_the_declarations():
 
 def test_declared_texts_name_only_options_the_extractor_has():
     """A summary, help or role names options as ``{name}`` placeholders: each one must exist."""
-    from models.options import spelled
-    from models.selectors import SELECTORS, option_specs
+    from rationale_cli.models.options import spelled
+    from rationale_cli.models.selectors import SELECTORS, option_specs
     from rationale_cli.runs.config import TRAIN_SPECS
 
     for name, cls in SELECTORS.items():

@@ -1,4 +1,4 @@
-"""Coherent decoding (models.coherent): the mask it places is the best of all masks with the
+"""Coherent decoding (rationale_cli.models.coherent): the mask it places is the best of all masks with the
 same count, scores kept minus the cost per transition, by brute force; long documents are
 placed block by block, each block keeping its count."""
 
@@ -7,8 +7,8 @@ import itertools
 import pytest
 import torch
 
-from models import coherent
-from models.coherent import in_runs, in_sentences
+from rationale_cli.models import coherent
+from rationale_cli.models.coherent import in_runs, in_sentences
 
 
 def value(z, scores, length, cost):
@@ -100,7 +100,7 @@ def test_sentences_are_the_data_s_or_end_at_final_punctuation():
 
 
 def test_decoding_in_sentences_needs_them_and_excludes_a_transition_cost():
-    from models.decoding import Decoding
+    from rationale_cli.models.decoding import Decoding
 
     with pytest.raises(ValueError, match="not both"):
         Decoding(sentences=True, coherence=0.5)

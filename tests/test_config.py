@@ -3,9 +3,9 @@ from pathlib import Path
 
 import pytest
 
-from models.budget import Budget
-from models.options import specs
-from models.selectors import SELECTORS, option_specs
+from rationale_cli.models.budget import Budget
+from rationale_cli.models.options import specs
+from rationale_cli.models.selectors import SELECTORS, option_specs
 from rationale_cli.runs.config import TrainConfig, from_saved, from_values, load_toml, resolve
 from rationale_cli.runtime.errors import UserError
 

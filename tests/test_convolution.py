@@ -1,4 +1,4 @@
-"""The training convolutions over packed rows (models.encoders.convolution) against PyTorch's
+"""The training convolutions over packed rows (rationale_cli.models.encoders.convolution) against PyTorch's
 Conv1d, ReLU and mask under autograd."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from models.encoders.convolution import Packed
+from rationale_cli.models.encoders.convolution import Packed
 
 
 def plain(convs, x: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
@@ -92,9 +92,9 @@ def test_no_steps():
 
 
 def test_l2x_on_packed_rows_equals_its_equations_with_conv1d():
-    """The L2X selector network (models.encoders.l2x) against its docstring's equations written
+    """The L2X selector network (rationale_cli.models.encoders.l2x) against its docstring's equations written
     with Conv1d over padded [B, H, T] inputs, values and gradients."""
-    from models.encoders.l2x import L2XEncoder
+    from rationale_cli.models.encoders.l2x import L2XEncoder
 
     torch.manual_seed(3)
     encoder = L2XEncoder(5, 4, dropout=0.0).train()

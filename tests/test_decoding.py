@@ -5,9 +5,9 @@ import pytest
 import torch
 
 import rationale_cli as rationale
-from models.budget import Budget
-from models.decoding import Decoding
-from models.model import RationaleModel
+from rationale_cli.models.budget import Budget
+from rationale_cli.models.decoding import Decoding
+from rationale_cli.models.model import RationaleModel
 from rationale_cli.annotation.engine import Job
 from rationale_cli.annotation.windows import annotate_window
 from rationale_cli.data import sources

@@ -333,8 +333,8 @@ def test_the_cli_reference_has_every_command_and_option():
 
 
 def test_the_extractor_table_is_the_registry():
-    from models.options import spelled
-    from models.selectors import SELECTORS, option_specs
+    from rationale_cli.models.options import spelled
+    from rationale_cli.models.selectors import SELECTORS, option_specs
     from rationale_cli.runs.flags import flag_of
 
     module = hooks()

@@ -1,4 +1,4 @@
-"""The hashed dropout (models.native.dropout): its mask is the hash it documents (checked
+"""The hashed dropout (rationale_cli.models.native.dropout): its mask is the hash it documents (checked
 against the same hash in numpy's wrapping uint32 arithmetic), keeps each element with
 probability 1 - p independently of its neighbours, scales as torch.nn.Dropout does, applies
 the same mask to the gradient, and is fixed by the seed."""
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-import models.native as native
-from models.native.dropout import Dropout, dropped
+import rationale_cli.models.native as native
+from rationale_cli.models.native.dropout import Dropout, dropped
 
 pytestmark = pytest.mark.skipif(native.library("dropout") is None, reason="no C compiler here")
 

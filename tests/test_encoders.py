@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from models import native
-from models.encoders import (
+from rationale_cli.models import native
+from rationale_cli.models.encoders import (
     ENCODERS,
     CNNEncoder,
     Encoder,
@@ -16,9 +16,9 @@ from models.encoders import (
     RCNNEncoder,
     build_encoder,
 )
-from models.encoders.base import TokenRows
-from models.encoders.cnn import kernel_taps, scattered_sum, shifted_sum
-from models.encoders.recurrence import (
+from rationale_cli.models.encoders.base import TokenRows
+from rationale_cli.models.encoders.cnn import kernel_taps, scattered_sum, shifted_sum
+from rationale_cli.models.encoders.recurrence import (
     lstm_scan,
     lstm_scan_autograd,
     merge_directions,
@@ -175,7 +175,7 @@ def test_inference_convolutions_equal_conv1d(kernel_size, length):
 def test_cnn_inference_on_a_short_rationale_matches_training(monkeypatch):
     """A predictor's input is zero outside the rationale: without gradients the CNN takes
     the sparse path, and gives what the training path gives."""
-    import models.encoders.cnn as cnn
+    import rationale_cli.models.encoders.cnn as cnn
 
     torch.manual_seed(0)
     enc = CNNEncoder(IN, HID, layers=2).eval()
@@ -474,7 +474,7 @@ def test_dropout_only_in_training():
 
 def test_rcnn_cell_steps_match_the_encoder():
     """RCNNCell (one step at a time, for the dependent selector) = unidirectional RCNNEncoder."""
-    from models.encoders.rcnn import RCNNCell
+    from rationale_cli.models.encoders.rcnn import RCNNCell
 
     enc = make("rcnn", False, dtype=torch.float64)
     cell = RCNNCell(IN, HID).double()

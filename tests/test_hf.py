@@ -86,7 +86,7 @@ def test_the_predictor_reads_the_selected_words_alone_renumbered(demo, tiny):
     were the whole text: the same states as the transformer run on those words alone."""
     from transformers import AutoModel, AutoTokenizer
 
-    from models.encoders.hf import HFEncoder
+    from rationale_cli.models.encoders.hf import HFEncoder
     from rationale_cli.data.vocab import Vocab
     from rationale_cli.runs.pretrained import load_pretrained
 
@@ -146,7 +146,7 @@ def test_a_text_longer_than_the_models_positions_is_read_in_overlapping_windows(
 
     from transformers import AutoModel, AutoTokenizer
 
-    from models.encoders.hf import HFEncoder
+    from rationale_cli.models.encoders.hf import HFEncoder
     from rationale_cli.runs.pretrained import load_pretrained
 
     pretrained = load_pretrained(tiny, ["<pad>", "<unk>", "head", "white", "lacing"])
@@ -202,7 +202,7 @@ def test_every_parameter_of_an_hf_model_gets_a_gradient(demo, tiny):
     from rationale_cli.data.vocab import Vocab
     from rationale_cli.runs.task import Regression
     from rationale_cli.runs.pretrained import load_pretrained
-    from models.model import RationaleModel
+    from rationale_cli.models.model import RationaleModel
 
     vocab = Vocab.build([r.tokens for r in demo[0]])
     model = RationaleModel(len(vocab), 8, 8, 1, encoder="hf", extractor="hardkuma",

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from models.distributions.ksubset import KSubset, simple_estimator
+from rationale_cli.models.distributions.ksubset import KSubset, simple_estimator
 
 
 def brute_force(logits, n, k):

@@ -1,4 +1,4 @@
-"""The compiled loops (models.native) against the PyTorch loops they stand in for: the same
+"""The compiled loops (rationale_cli.models.native) against the PyTorch loops they stand in for: the same
 values and gradients up to float32 rounding, on batches with padding, empty rows, rows
 selected whole and fractional gates; and the fallback where nothing can be compiled."""
 
@@ -9,11 +9,11 @@ import threading
 import pytest
 import torch
 
-import models.native as native
-from models.distributions.hardkuma import HardKuma
-from models.encoders.recurrence import _rcnn_backward, _rcnn_forward, rcnn_scan, rcnn_scan_autograd
-from models.native import greedy_masks, hardkuma_scan, rcnn
-from models.selectors.hardkuma import HardKumaSelector, most_likely
+import rationale_cli.models.native as native
+from rationale_cli.models.distributions.hardkuma import HardKuma
+from rationale_cli.models.encoders.recurrence import _rcnn_backward, _rcnn_forward, rcnn_scan, rcnn_scan_autograd
+from rationale_cli.models.native import greedy_masks, hardkuma_scan, rcnn
+from rationale_cli.models.selectors.hardkuma import HardKumaSelector, most_likely
 
 pytestmark = pytest.mark.skipif(native.library("rcnn_steps") is None, reason="no C compiler here")
 
@@ -268,11 +268,11 @@ def test_denormal_floats_are_flushed_where_training_and_predict_ask_for_it():
 @pytest.mark.parametrize("pairwise", [False, True])
 @pytest.mark.parametrize("threads", [1, 3])
 def test_compiled_chain_tables_match_the_plain_loops(monkeypatch, pairwise, threads):
-    """The k-subset chain program's four log-semiring loops (models.native.chain_tables) against
+    """The k-subset chain program's four log-semiring loops (rationale_cli.models.native.chain_tables) against
     chain_dp's PyTorch loops: tables, marginals and exact gradients, on rows with padding
     (u = NEG), an empty row, budgets from 0 to past the length, exactly k and at most k."""
-    from models.distributions import chain_dp
-    from models.native import chain_tables
+    from rationale_cli.models.distributions import chain_dp
+    from rationale_cli.models.native import chain_tables
 
     torch.manual_seed(5 + pairwise)
     T, B, K = 23, 7, 6

@@ -6,7 +6,7 @@ import pytest
 import torch
 from qp import prox_by_qp
 
-from models.prox import oscar_prox, oscar_prox_row, tv_prox, tv_prox_row
+from rationale_cli.models.prox import oscar_prox, oscar_prox_row, tv_prox, tv_prox_row
 
 
 def sparsemax(x):
@@ -65,8 +65,8 @@ def test_the_compiled_tv_prox_takes_the_python_loops_steps(dtype):
     """``tv_prox`` (the compiled taut string, all rows at once) against ``tv_prox_row`` on each
     row's real values: the same groups and, in float64, the same values; rows with gaps in
     their mask, empty, of one value, with ties, under a small and a large ``lam``."""
-    from models.native.tv_prox import compiled
-    from models.prox import _RowProx
+    from rationale_cli.models.native.tv_prox import compiled
+    from rationale_cli.models.prox import _RowProx
 
     torch.manual_seed(2)
     x = torch.randn(7, 40, dtype=torch.float64) * 3

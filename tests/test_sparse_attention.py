@@ -6,8 +6,8 @@ import pytest
 import torch
 from helpers import train_on_demo
 
-from models.options import OptionError
-from models.selectors.sparse_attention import SparseAttentionSelector
+from rationale_cli.models.options import OptionError
+from rationale_cli.models.selectors.sparse_attention import SparseAttentionSelector
 from rationale_cli.runs.flags import option_line
 
 

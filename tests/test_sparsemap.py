@@ -6,8 +6,8 @@ import pytest
 import torch
 from qp import solve_qp
 
-import models.distributions.sparsemap as sparsemap_module
-from models.distributions.sparsemap import (budget_oracle, budget_projection, greedy_masks, solve_sparsemap,
+import rationale_cli.models.distributions.sparsemap as sparsemap_module
+from rationale_cli.models.distributions.sparsemap import (budget_oracle, budget_projection, greedy_masks, solve_sparsemap,
                                             sparsemap)
 
 
@@ -77,7 +77,7 @@ def test_marginals_match_entmax_budget_sparsemax_where_the_budget_binds(seed, st
 
 
 def test_max_support_keeps_the_most_probable_masks_renormalized():
-    from models.selectors.sparsemap import SparseMAPSelector
+    from rationale_cli.models.selectors.sparsemap import SparseMAPSelector
 
     torch.manual_seed(0)
     selector = SparseMAPSelector(4, budget=0.5).double()
@@ -128,7 +128,7 @@ def test_gradcheck_of_the_backward_pass(start):
 
 def test_selector_marginalizes_the_task_loss_over_its_support():
     """The trainer's loss equals the explicit sum over the support of xi_z * loss(z)."""
-    from models.model import RationaleModel
+    from rationale_cli.models.model import RationaleModel
     from rationale_cli.runs.task import Regression
 
     torch.manual_seed(2)
@@ -232,7 +232,7 @@ def test_gradcheck_with_the_coherence_factor():
 
 @pytest.mark.parametrize("extractor", ["sparsemap", "topk-sparsemax"])
 def test_pairwise_option_reaches_the_selector_and_starts_without_coherence(extractor):
-    from models.model import RationaleModel
+    from rationale_cli.models.model import RationaleModel
     from rationale_cli.runs.config import from_values
 
     options = from_values({"extractor": extractor, "pairwise": True}).extractor_options()
@@ -286,7 +286,7 @@ def test_long_runs_of_support_changes_stay_exact():
 def test_only_weighted_masks_are_read_with_the_same_loss_and_gradients(extractor):
     """Supports of different sizes are padded with weight-0 masks; the predictor reads only
     the weighted ones, and the loss and every gradient equal reading them all."""
-    from models.model import RationaleModel
+    from rationale_cli.models.model import RationaleModel
     from rationale_cli.runs.task import Regression
 
     torch.manual_seed(6)
@@ -369,8 +369,8 @@ def test_the_compiled_greedy_masks_equal_the_pytorch_loop(seed, monkeypatch):
     """The same masks and weights from the C loop (models/native/greedy_masks.c) as from the
     batch loop, on projections (many exact 0s and 1s, so ties) and on random marginals, with
     an empty row and a row of zeros."""
-    from models.distributions import sparsemap as module
-    from models.native import greedy_masks as native
+    from rationale_cli.models.distributions import sparsemap as module
+    from rationale_cli.models.native import greedy_masks as native
 
     if not native.compiled(torch.zeros(1, dtype=torch.float64)):
         pytest.skip("no C compiler")
@@ -391,7 +391,7 @@ def test_the_compiled_greedy_masks_equal_the_pytorch_loop(seed, monkeypatch):
 def test_the_compiled_budget_projection_equals_the_pytorch_bisection(seed, monkeypatch):
     """The projection's bisection in C (models/native/greedy_masks.c) against the batch one, with
     a float32 mask as training gives it, budgets of 0, ties, a masked row; and no positions."""
-    from models.native import greedy_masks as native
+    from rationale_cli.models.native import greedy_masks as native
 
     if not native.compiled(torch.zeros(1, dtype=torch.float64)):
         pytest.skip("no C compiler")

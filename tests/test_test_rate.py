@@ -7,9 +7,9 @@ import torch
 from typer.testing import CliRunner
 
 from rationale_cli.cli import app
-from models.budget import Budget
-from models.decoding import Decoding
-from models.model import RationaleModel
+from rationale_cli.models.budget import Budget
+from rationale_cli.models.decoding import Decoding
+from rationale_cli.models.model import RationaleModel
 
 
 def test_decode_holds_each_documents_share_of_its_best_scored_tokens():

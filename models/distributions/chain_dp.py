@@ -1,7 +1,7 @@
 """Sequential dynamic program over the subsets of a chain of tokens, in two semirings,
 with an explicit backward pass.
 
-The same distributions as :mod:`models.distributions.subset_tree`,
+The same distributions as :mod:`rationale_cli.models.distributions.subset_tree`,
 ``p(z) ~ exp(<u, z> + sum_i w_i z_{i-1} z_i)`` over masks whose count of ones is
 accepted by ``ends`` (exactly k, or at most a budget), computed by the O(T K)
 program of SIMPLE's Algorithm 1 (Ahmed et al., 2023) over states (count j, last
@@ -40,9 +40,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from models.distributions.subset_tree import NEG
-from models.native import chain_tables
-from models.native.kbest import kmax_merge
+from rationale_cli.models.distributions.subset_tree import NEG
+from rationale_cli.models.native import chain_tables
+from rationale_cli.models.native.kbest import kmax_merge
 
 
 class LogSemiring:

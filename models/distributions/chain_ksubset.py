@@ -7,7 +7,7 @@ tokens), over the masks with exactly k ones, or at most k (``at_most``); the
 distribution is ``p(z) ~ exp(score(z))``.
 
 - Exactly k without pairwise terms is the k-subset distribution of SIMPLE
-  (Ahmed et al., 2023, sections 2-3, appendix A; :mod:`models.distributions.ksubset`).
+  (Ahmed et al., 2023, sections 2-3, appendix A; :mod:`rationale_cli.models.distributions.ksubset`).
 - With pairwise terms it is the correlated k-subset of Paulus et al. (2020, appendix
   B.5): the embedding ``x in {0, 1}^(2n-1)`` holds the token indicators and
   ``z_i z_{i+1}`` (eq. 44); its marginals are their relaxed k-subset (section 3).
@@ -15,9 +15,9 @@ distribution is ``p(z) ~ exp(score(z))``.
   section 4, appendix C).
 
 Everything is one dynamic program over (count, last bit), in two exact forms
-(``method``): on a CPU the sequential program of :mod:`models.distributions.chain_dp`
+(``method``): on a CPU the sequential program of :mod:`rationale_cli.models.distributions.chain_dp`
 with its explicit backward pass, elsewhere the log-depth program of
-:mod:`models.distributions.subset_tree` (ceil(log2 T) vectorized steps, derivatives by
+:mod:`rationale_cli.models.distributions.subset_tree` (ceil(log2 T) vectorized steps, derivatives by
 autograd); the argmax and the K best masks are its max and K-max reductions.
 Marginals are ``dA/du`` (Theorem 1 of SIMPLE), differentiable, and their Jacobian is
 ``Cov(z)``. Padding is never selectable, pairwise utilities next to it are ignored,
@@ -30,10 +30,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from models.budget import top_k_mask
-from models.distributions import chain_dp, gradient_of
-from models.distributions.base import MaskDistribution
-from models.distributions.subset_tree import NEG, best, boundary_utilities, leaves, log_sum, root_value, up_sweep
+from rationale_cli.models.budget import top_k_mask
+from rationale_cli.models.distributions import chain_dp, gradient_of
+from rationale_cli.models.distributions.base import MaskDistribution
+from rationale_cli.models.distributions.subset_tree import NEG, best, boundary_utilities, leaves, log_sum, root_value, up_sweep
 
 METHODS = ("auto", "sequential", "tree")
 

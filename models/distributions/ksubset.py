@@ -3,7 +3,7 @@
 Independent Bernoulli logits theta condition on exactly k selections:
 ``p(z | sum z = k) = prod_i p_i^z_i (1 - p_i)^(1 - z_i) / P(sum z = k)``, which is
 ``exp(<theta, z>) / exp(A(theta))`` over the k-subsets: the chain distribution of
-:mod:`models.distributions.chain_ksubset` without pairwise terms, with the logits as
+:mod:`rationale_cli.models.distributions.chain_ksubset` without pairwise terms, with the logits as
 its natural parameters.
 
 - ``log_partition`` = ``A(theta) = log sum_{|z| = k} exp(<theta, z>)``, from the polynomial
@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from models.distributions.chain_ksubset import ChainKSubset
+from rationale_cli.models.distributions.chain_ksubset import ChainKSubset
 
 
 class KSubset(ChainKSubset):

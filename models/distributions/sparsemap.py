@@ -12,7 +12,7 @@ budget polytope ``{0 <= mu <= 1, sum mu <= B}``, and xi has at most n + 1 masks.
   add the mask the MAP oracle finds most violated (eq. 16) until none is. The KKT
   inverses follow each change of a support by a rank-2 update (:class:`Supports`).
 - MAP oracle for the budget (appendix C): the top-B positive scores, O(n log n), the
-  closed form of the chain program's max reduction (:mod:`models.distributions.chain_ksubset`).
+  closed form of the chain program's max reduction (:mod:`rationale_cli.models.distributions.chain_ksubset`).
 - Without the coherence factor the marginals have a closed form, the projection
   ``clip(t - tau, 0, 1)``, and Algorithm 1 starts from it written as a few masks, the
   MAP mask first (:func:`greedy_masks`): the start is already optimal, so one KKT solve
@@ -38,8 +38,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from models.distributions.chain_ksubset import ChainKSubset
-from models.native import greedy_masks as native_greedy
+from rationale_cli.models.distributions.chain_ksubset import ChainKSubset
+from rationale_cli.models.native import greedy_masks as native_greedy
 
 
 class Supports:
@@ -197,7 +197,7 @@ def budget_projection(scores: Tensor, mask: Tensor, budgets: Tensor, steps: int 
     """``mu [B, T]``: the Euclidean projection of ``scores`` onto the budget polytope, ``clip(t -
     tau, 0, 1)`` with ``tau >= 0`` the least that meets the budget (0 where ``mask`` is), tau by
     bisection on ``[0, max t]`` to float64's precision; compiled where it can be
-    (:mod:`models.native.greedy_masks`)."""
+    (:mod:`rationale_cli.models.native.greedy_masks`)."""
     if native_greedy.compiled(scores):
         return native_greedy.budget_projection(scores, mask, budgets, steps)
     scores = scores.masked_fill(mask <= 0, -torch.inf)
@@ -220,7 +220,7 @@ def greedy_masks(mu: Tensor, tol: float = 1e-12) -> tuple[Tensor, Tensor]:
     or a token left out reaches the weight still to place, which fixes that token for every
     later mask. So no mask is an affine combination of the later ones (the KKT matrix of
     eq. 13 is invertible), and a document gets about one mask per fractional marginal. The
-    same loop runs compiled where it can (:mod:`models.native.greedy_masks`)."""
+    same loop runs compiled where it can (:mod:`rationale_cli.models.native.greedy_masks`)."""
     if native_greedy.compiled(mu):
         masks, weights = native_greedy.greedy_masks(mu, tol)
         return masks, weights / weights.sum(-1, keepdim=True)

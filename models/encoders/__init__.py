@@ -11,9 +11,9 @@ the composed model calls ``encoder(emb * z[..., None], pad_mask * z)``.
 - :class:`L2XEncoder`: the L2X selector network with a global and a local branch.
 
 :data:`ENCODERS` maps each name to its builder (adding an encoder: its module and
-one entry there); the base classes are in :mod:`models.encoders.base`. Named
+one entry there); the base classes are in :mod:`rationale_cli.models.encoders.base`. Named
 pairings of a selector encoder, a predictor encoder and an output head
-(the papers' architectures) are in :mod:`models.architectures`.
+(the papers' architectures) are in :mod:`rationale_cli.models.architectures`.
 
 Recurrent encoders *skip* steps with mask 0 (the state is carried over), so
 padding and unselected tokens never change a result; fractional masks
@@ -25,11 +25,11 @@ from __future__ import annotations
 
 from typing import Callable
 
-from models.encoders.base import Encoder, RecurrentEncoder
-from models.encoders.cnn import CNNEncoder
-from models.encoders.l2x import L2XEncoder
-from models.encoders.lstm import LSTMEncoder
-from models.encoders.rcnn import RCNNEncoder
+from rationale_cli.models.encoders.base import Encoder, RecurrentEncoder
+from rationale_cli.models.encoders.cnn import CNNEncoder
+from rationale_cli.models.encoders.l2x import L2XEncoder
+from rationale_cli.models.encoders.lstm import LSTMEncoder
+from rationale_cli.models.encoders.rcnn import RCNNEncoder
 
 __all__ = ["ENCODERS", "CNNEncoder", "Encoder", "L2XEncoder", "LSTMEncoder", "RCNNEncoder", "RecurrentEncoder",
            "build_encoder"]

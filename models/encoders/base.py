@@ -10,7 +10,7 @@ from typing import Callable
 import torch
 from torch import Tensor, nn
 
-from models.native.dropout import Dropout
+from rationale_cli.models.native.dropout import Dropout
 
 
 VOCABULARY_PRODUCTS = 32 << 20  # at most this many numbers in a kept vocabulary-wide product table
@@ -82,7 +82,7 @@ class Encoder(nn.Module):
     document for all its masks, so the encoder does not draw it again.
 
     ``reads_ids``: the encoder reads word ids ``[B, T]`` in place of embeddings, and the gate
-    as its mask (the transformer encoder, :mod:`models.encoders.hf`, which embeds subwords)."""
+    as its mask (the transformer encoder, :mod:`rationale_cli.models.encoders.hf`, which embeds subwords)."""
 
     output_size: int
     skips_unselected: bool = True
@@ -138,7 +138,7 @@ class RecurrentEncoder(Encoder):
     only, moved to the front in order (:meth:`encoded`): the same states and summary
     in fewer steps, e.g. a predictor reading a short rationale. With ``tokens`` (inference,
     eval mode) the input projections come from the words' products
-    (:func:`models.encoders.recurrence.token_projections`)."""
+    (:func:`rationale_cli.models.encoders.recurrence.token_projections`)."""
 
     def __init__(self, input_size: int, hidden_size: int, *, bidirectional: bool = True, dropout: float = 0.0):
         super().__init__()

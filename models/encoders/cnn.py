@@ -17,10 +17,10 @@ Without gradients a layer is computed as one matrix product of its input rows wi
 kernel's taps and shifted sums (:func:`layer`), from the nonzero rows only when most rows
 are zero (a predictor reading ``z x`` with a short rationale: a zero row adds exactly
 zero to every window), and the first layer from each word's products, kept between
-batches, when the input's :class:`~models.encoders.base.TokenRows` are given: the same
+batches, when the input's :class:`~rationale_cli.models.encoders.base.TokenRows` are given: the same
 convolution with a fraction of the arithmetic. With gradients, the layers run over the
 batch's real rows packed together, as shifted matrix products
-(:mod:`models.encoders.convolution`). In training, a predictor reading several
+(:mod:`rationale_cli.models.encoders.convolution`). In training, a predictor reading several
 masks of each document (SparseMAP's support) computes the first layer's tap products once
 per document and gates them per mask, at the positions a mask reaches
 (:meth:`CNNEncoder.gated`).
@@ -32,10 +32,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from models.encoders.base import Encoder, TokenRows, without_grad
-from models.encoders.convolution import Packed
-from models.native.dropout import Dropout
-from models.native.token_rows import token_conv
+from rationale_cli.models.encoders.base import Encoder, TokenRows, without_grad
+from rationale_cli.models.encoders.convolution import Packed
+from rationale_cli.models.native.dropout import Dropout
+from rationale_cli.models.native.token_rows import token_conv
 
 
 class CNNEncoder(Encoder):
@@ -138,7 +138,7 @@ SPARSE_SHARE = 0.5  # below this share of nonzero rows, an inference layer reads
 
 def layer(conv: nn.Conv1d, x: Tensor, real: Tensor) -> Tensor:
     """``relu(conv(x)) * real`` for ``x [B, T, In]`` ('same' padding), ``real [B, T, 1]``, without
-    gradients (with them: :class:`~models.encoders.convolution.Packed`), in place: from the
+    gradients (with them: :class:`~rationale_cli.models.encoders.convolution.Packed`), in place: from the
     kernel taps' products of x's rows (:func:`shifted_sum`), of its nonzero rows only when
     most rows are zero (:func:`scattered_sum`)."""
     B, T, _ = x.shape
@@ -157,7 +157,7 @@ def token_layer(conv: nn.Conv1d, rows: TokenRows, real: Tensor, states: bool = T
     """:func:`layer` of ``x`` from what it is made of (``real [B, T]``; x itself is not read), from
     the tokens' tap products (:meth:`TokenRows.products`): its states (with ``states``) and their
     max over positions (with ``pooled``), None for what is not asked for; in one compiled pass
-    (:func:`models.native.token_rows.token_conv`), else from :func:`token_sum`."""
+    (:func:`rationale_cli.models.native.token_rows.token_conv`), else from :func:`token_sum`."""
     out_size, _, K = conv.weight.shape
     products, source = rows.products(conv.weight, lambda: kernel_taps(conv))  # [U + 1, K * Out], [B, T]
     compiled = token_conv(products.view(-1, out_size), source, rows.scale, real, conv.bias, K, states, pooled)

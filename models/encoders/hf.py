@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from models.encoders.base import Encoder
+from rationale_cli.models.encoders.base import Encoder
 
 
 @dataclass

@@ -15,9 +15,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from models.encoders.base import Encoder, TokenRows
-from models.encoders.convolution import Packed, conv_relu
-from models.native.dropout import Dropout
+from rationale_cli.models.encoders.base import Encoder, TokenRows
+from rationale_cli.models.encoders.convolution import Packed, conv_relu
+from rationale_cli.models.native.dropout import Dropout
 
 
 class L2XEncoder(Encoder):

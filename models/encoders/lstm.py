@@ -11,7 +11,7 @@ rationale z; ``h_i = rnn(h_{i-1}, z_i e_i)``), standard LSTM cells
 so a step with m_t = 0 carries the state over (padding and unselected tokens
 are skipped). ``torch.nn.LSTM`` cannot do this for gaps inside a sequence
 (packing only removes trailing padding), hence our own loop, in
-:mod:`models.encoders.recurrence`. States are ``[h_fwd_t ; h_bwd_t]`` (zero
+:mod:`rationale_cli.models.encoders.recurrence`. States are ``[h_fwd_t ; h_bwd_t]`` (zero
 where m = 0); the summary is ``[h_fwd_T ; h_bwd_1]``.
 """
 
@@ -22,8 +22,8 @@ import math
 import torch
 from torch import Tensor, nn
 
-from models.encoders.base import RecurrentEncoder, TokenRows
-from models.encoders.recurrence import lstm_scan, merge_directions, stack_directions
+from rationale_cli.models.encoders.base import RecurrentEncoder, TokenRows
+from rationale_cli.models.encoders.recurrence import lstm_scan, merge_directions, stack_directions
 
 
 class LSTMEncoder(RecurrentEncoder):

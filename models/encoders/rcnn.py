@@ -16,7 +16,7 @@ the same recurrence, with its own weights, on the reversed sequence. States are
 each direction, ``[h_fwd_T ; h_bwd_1]``.
 
 The time loop and its hand-written backward live in
-:mod:`models.encoders.recurrence`. :class:`RCNNCell` is the same cell one step
+:mod:`rationale_cli.models.encoders.recurrence`. :class:`RCNNCell` is the same cell one step
 at a time, for loops whose next input depends on the previous output (the
 dependent HardKuma selector, Bastings et al. 2019, Sec. 5 / App. B.1.2).
 """
@@ -28,8 +28,8 @@ import math
 import torch
 from torch import Tensor, nn
 
-from models.encoders.base import RecurrentEncoder, TokenRows
-from models.encoders.recurrence import merge_directions, rcnn_scan, stack_directions
+from rationale_cli.models.encoders.base import RecurrentEncoder, TokenRows
+from rationale_cli.models.encoders.recurrence import merge_directions, rcnn_scan, stack_directions
 
 
 class RCNNCell(nn.Module):

@@ -27,7 +27,7 @@ elementwise ops per step, and the weight gradient ``dU = sum_t h_{t-1}^T dA_t``
 is one matmul after the loop. Per-step states are separate tensors, not slices
 of one freshly allocated buffer (whose pages fault in on every step). On
 float32 CPU tensors the RCNN's elementwise work per step is one compiled pass
-instead (:mod:`models.native.rcnn`); these loops are its fallback, and the
+instead (:mod:`rationale_cli.models.native.rcnn`); these loops are its fallback, and the
 plain-autograd twins (``*_scan_autograd``) the references the tests check
 against (``benchmarks/encoder_speed.py`` times them). Only first-order
 gradients are supported (``once_differentiable``). Under ``torch.no_grad`` (or
@@ -44,9 +44,9 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from models.encoders.base import TokenRows
-from models.native.rcnn import compiled, rcnn_backward as compiled_backward, rcnn_forward as compiled_forward
-from models.native.token_rows import token_projections as gathered_projections
+from rationale_cli.models.encoders.base import TokenRows
+from rationale_cli.models.native.rcnn import compiled, rcnn_backward as compiled_backward, rcnn_forward as compiled_forward
+from rationale_cli.models.native.token_rows import token_projections as gathered_projections
 
 __all__ = [
     "lstm_scan",
@@ -377,7 +377,7 @@ def stack_directions(x: Tensor, mask: Tensor, weight: Tensor, bias: Tensor,
 def token_projections(tokens: TokenRows, weight: Tensor, bias: Tensor) -> Tensor:
     """:func:`stack_directions`' ``P [D,T,B,G]`` from the tokens' products
     (:meth:`TokenRows.products`), gathered straight into place: in one compiled pass with the
-    gates and the bias (:func:`models.native.token_rows.token_projections`), else with PyTorch's."""
+    gates and the bias (:func:`rationale_cli.models.native.token_rows.token_projections`), else with PyTorch's."""
     D, In, G = weight.shape
     B, T = tokens.ids.shape
     products, rows = tokens.products(weight, lambda: weight.permute(1, 0, 2).reshape(In, D * G))

@@ -5,21 +5,21 @@ PyTorch operations rather than arithmetic. Their elementwise work (and, for the 
 dependent selector, the whole step) is written in C here, one pass per step, with the
 same math as the PyTorch code it stands in for (each is tested against it):
 
-- :mod:`models.native.rcnn`: the bigram RCNN's steps (``rcnn_steps.c``), forward and
-  backward, for :mod:`models.encoders.recurrence` (the whole loop, where PyTorch carries MKL);
-- :mod:`models.native.hardkuma_scan`: the dependent HardKuma selector's sampling loop
-  (``hardkuma_scan.c``), forward and backward, for :mod:`models.selectors.dependent`;
-- :mod:`models.native.dropout`: dropout with a hashed mask (``dropout.c``), for every encoder;
-- :mod:`models.native.greedy_masks`: SparseMAP's starting support (``greedy_masks.c``, float64),
-  for :mod:`models.distributions.sparsemap`;
-- :mod:`models.native.token_rows`: an encoder's first layer at inference from each word's
-  products (``token_rows.c``), for :mod:`models.encoders.cnn` and :mod:`models.encoders.recurrence`;
-- :mod:`models.native.kbest`: the k-best semiring's sum (``kbest.c``), for
-  :mod:`models.distributions.chain_dp`;
-- :mod:`models.native.chain_tables`: the same program's log-semiring tables and expectations
+- :mod:`rationale_cli.models.native.rcnn`: the bigram RCNN's steps (``rcnn_steps.c``), forward and
+  backward, for :mod:`rationale_cli.models.encoders.recurrence` (the whole loop, where PyTorch carries MKL);
+- :mod:`rationale_cli.models.native.hardkuma_scan`: the dependent HardKuma selector's sampling loop
+  (``hardkuma_scan.c``), forward and backward, for :mod:`rationale_cli.models.selectors.dependent`;
+- :mod:`rationale_cli.models.native.dropout`: dropout with a hashed mask (``dropout.c``), for every encoder;
+- :mod:`rationale_cli.models.native.greedy_masks`: SparseMAP's starting support (``greedy_masks.c``, float64),
+  for :mod:`rationale_cli.models.distributions.sparsemap`;
+- :mod:`rationale_cli.models.native.token_rows`: an encoder's first layer at inference from each word's
+  products (``token_rows.c``), for :mod:`rationale_cli.models.encoders.cnn` and :mod:`rationale_cli.models.encoders.recurrence`;
+- :mod:`rationale_cli.models.native.kbest`: the k-best semiring's sum (``kbest.c``), for
+  :mod:`rationale_cli.models.distributions.chain_dp`;
+- :mod:`rationale_cli.models.native.chain_tables`: the same program's log-semiring tables and expectations
   (``chain_tables.c``), for the k-subset extractors' marginals and their gradients.
-- :mod:`models.native.tv_prox`: the total-variation prox, the taut string (``tv_prox.c``, float64),
-  for :mod:`models.prox` (fusedmax attention).
+- :mod:`rationale_cli.models.native.tv_prox`: the total-variation prox, the taut string (``tv_prox.c``, float64),
+  for :mod:`rationale_cli.models.prox` (fusedmax attention).
 
 A C file (with the headers of this folder) is compiled on first use with the system's C
 compiler (``cc``, or ``$CC``) into the user's cache folder (``$XDG_CACHE_HOME/rationale-cli``,

@@ -1,4 +1,4 @@
-"""The log-semiring loops of :mod:`models.distributions.chain_dp` compiled (``chain_tables.c``):
+"""The log-semiring loops of :mod:`rationale_cli.models.distributions.chain_dp` compiled (``chain_tables.c``):
 its forward and backward tables and its prefix and suffix expectations, one pass per token
 instead of a few PyTorch operations each (about a twelfth of a top-k training step on beer),
 the rows shared out over PyTorch's threads. Each function fills its table's loop in place and
@@ -11,7 +11,7 @@ import functools
 
 from torch import Tensor
 
-from models.native import INT, POINTER, declared, library, over_rows, pointers, usable
+from rationale_cli.models.native import INT, POINTER, declared, library, over_rows, pointers, usable
 
 NAME = "chain_tables"
 
@@ -36,23 +36,23 @@ def _run(name: str, table: Tensor, *inputs: Tensor | None) -> bool:
 
 
 def forward_log(u: Tensor, linked: Tensor | None, alpha: Tensor) -> bool:
-    """:func:`~models.distributions.chain_dp.forward_table`'s loop in ``alpha [T+1, K+2, A, B]``
+    """:func:`~rationale_cli.models.distributions.chain_dp.forward_table`'s loop in ``alpha [T+1, K+2, A, B]``
     (its first step and guard rows filled), ``u [T, B]``, ``linked = w + u`` or None."""
     return _run("chain_forward", alpha, u, linked)
 
 
 def backward_log(u: Tensor, w: Tensor | None, beta: Tensor) -> bool:
-    """:func:`~models.distributions.chain_dp.backward_table`'s loop in ``beta`` (its last step filled)."""
+    """:func:`~rationale_cli.models.distributions.chain_dp.backward_table`'s loop in ``beta`` (its last step filled)."""
     return _run("chain_backward", beta, u, w)
 
 
 def prefix(first: Tensor, second: Tensor | None, g: Tensor, ra: Tensor) -> bool:
-    """:func:`~models.distributions.chain_dp.prefix_expectations`' loop in ``ra`` (zeros), from
+    """:func:`~rationale_cli.models.distributions.chain_dp.prefix_expectations`' loop in ``ra`` (zeros), from
     its transition probabilities ``[T, K+1, B]`` (one, or two with pairwise terms)."""
     return _run("chain_prefix", ra, first, second, g)
 
 
 def suffix(goes_on: Tensor, g: Tensor, rb: Tensor) -> bool:
-    """:func:`~models.distributions.chain_dp.suffix_expectations`' loop in ``rb`` (zeros), from
+    """:func:`~rationale_cli.models.distributions.chain_dp.suffix_expectations`' loop in ``rb`` (zeros), from
     ``goes_on [T, K+1, A, B]``."""
     return _run("chain_suffix", rb, goes_on, g)

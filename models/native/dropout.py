@@ -15,7 +15,7 @@ import torch
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
-from models.native import FLOAT, INT, POINTER, declared, library, usable
+from rationale_cli.models.native import FLOAT, INT, POINTER, declared, library, usable
 
 NAME = "dropout"
 

@@ -1,7 +1,7 @@
 """SparseMAP's starting support compiled (``greedy_masks.c``): the budget projection's
-bisection (:func:`models.distributions.sparsemap.budget_projection`, one pass over a row per
+bisection (:func:`rationale_cli.models.distributions.sparsemap.budget_projection`, one pass over a row per
 step instead of seven batch operations), and the loop of
-:func:`models.distributions.sparsemap.greedy_masks`, one document at a time, its entries
+:func:`rationale_cli.models.distributions.sparsemap.greedy_masks`, one document at a time, its entries
 sorted once and then kept in order by moving those a step lowered back into place, instead
 of a sort and some ten batch operations per step (a beer review's support starts with 40-50
 masks early in training). The same masks and weights (tested against the PyTorch loop);
@@ -16,7 +16,7 @@ import functools
 import torch
 from torch import Tensor
 
-from models.native import INT, POINTER, declared, library, pointers, usable
+from rationale_cli.models.native import INT, POINTER, declared, library, pointers, usable
 
 NAME = "greedy_masks"
 DOUBLE = ctypes.c_double

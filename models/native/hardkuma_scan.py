@@ -1,5 +1,5 @@
 """The dependent HardKuma selector's sampling loop compiled (``hardkuma_scan.c``): the whole
-loop of :class:`models.selectors.dependent.DependentScan` with ``HardKuma.rsample`` as its
+loop of :class:`rationale_cli.models.selectors.dependent.DependentScan` with ``HardKuma.rsample`` as its
 draw, forward and backward, one call each, instead of some thirty autograd operations per
 token. Same math and the same noise (tested against the PyTorch loop)."""
 
@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from models.native import FLOAT, INT, POINTER, declared, library, over_rows, pointers, rows_from, usable
+from rationale_cli.models.native import FLOAT, INT, POINTER, declared, library, over_rows, pointers, rows_from, usable
 
 NAME = "hardkuma_scan"
 _SIZES = [INT] * 3 + [FLOAT] * 4

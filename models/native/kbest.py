@@ -1,4 +1,4 @@
-"""The k-best semiring's sum compiled (``kbest.c``), for :class:`models.distributions.chain_dp.KMax`:
+"""The k-best semiring's sum compiled (``kbest.c``), for :class:`rationale_cli.models.distributions.chain_dp.KMax`:
 the R best of two sorted candidate lists per state by one merge, written into the table's
 slice, where PyTorch's concatenation, top-k and copy took a third of a top-k sparsemax
 training step (one call per token). None where it cannot run: PyTorch's then."""
@@ -10,7 +10,7 @@ import functools
 import torch
 from torch import Tensor
 
-from models.native import INT, POINTER, declared, library, usable
+from rationale_cli.models.native import INT, POINTER, declared, library, usable
 
 NAME = "kbest"
 

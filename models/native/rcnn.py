@@ -1,9 +1,9 @@
 """The bigram RCNN's time loop compiled (``rcnn_steps.c``), with the math and layout of
-:mod:`models.encoders.recurrence` (tested against its loops and the autograd reference).
+:mod:`rationale_cli.models.encoders.recurrence` (tested against its loops and the autograd reference).
 
 Where PyTorch carries MKL (its x86 builds), the whole loop runs in C, the products with U
 through MKL's ``sgemm`` one thread each, and the batch's rows in parts on PyTorch's threads
-(:func:`models.native.over_rows`): no Python between steps, and the elementwise work, which a
+(:func:`rationale_cli.models.native.over_rows`): no Python between steps, and the elementwise work, which a
 single thread did between the products, shared out. Elsewhere each step is one ``bmm`` and one
 C call for its elementwise work, instead of the ten and twenty-five PyTorch operations of the
 plain loops."""
@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from models.native import INT, POINTER, declared, library, over_rows, pointers, usable
+from rationale_cli.models.native import INT, POINTER, declared, library, over_rows, pointers, usable
 
 NAME = "rcnn_steps"
 
@@ -51,7 +51,7 @@ def compiled(*tensors: Tensor) -> bool:
 
 
 def rcnn_forward(P: Tensor, M: Tensor, U: Tensor, b: Tensor, store: bool):
-    """``_rcnn_forward`` of :mod:`models.encoders.recurrence`: h of all steps ``[D,T,B,H]``
+    """``_rcnn_forward`` of :mod:`rationale_cli.models.encoders.recurrence`: h of all steps ``[D,T,B,H]``
     and, with ``store``, the states and gates ``(c1s, c2s, rs)`` of every step, each
     ``[D,T,B,H]``, for :func:`rcnn_backward`. Inputs contiguous; ``b [D,1,H]``."""
     forward_step, _, forward_rows, _ = _steps()

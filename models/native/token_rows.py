@@ -2,7 +2,7 @@
 the words' rows gathered where the layer reads them, times their gates, and finished in the same
 pass (a convolution's bias, ReLU, padding mask and max-pooling; the recurrent input projections'
 bias), where PyTorch makes one pass over ``[B, T, .]`` per operation. For
-:func:`models.encoders.cnn.token_layer` and :func:`models.encoders.recurrence.token_projections`;
+:func:`rationale_cli.models.encoders.cnn.token_layer` and :func:`rationale_cli.models.encoders.recurrence.token_projections`;
 each returns None where the loop cannot run, and its caller then runs PyTorch's operations."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import functools
 import torch
 from torch import Tensor
 
-from models.native import INT, POINTER, declared, library, over_rows, usable
+from rationale_cli.models.native import INT, POINTER, declared, library, over_rows, usable
 
 NAME = "token_rows"
 

@@ -1,4 +1,4 @@
-"""The total-variation prox of :mod:`models.prox` compiled (``tv_prox.c``): the taut string of
+"""The total-variation prox of :mod:`rationale_cli.models.prox` compiled (``tv_prox.c``): the taut string of
 ``tv_prox_row``, the same steps in float64, for all rows in one call per part of them (rows
 shared over PyTorch's threads) instead of a Python loop over every position. Fusedmax
 attention runs it on every document of every batch. Tested against the Python loop."""
@@ -11,7 +11,7 @@ import functools
 import torch
 from torch import Tensor
 
-from models.native import INT, POINTER, declared, library, over_rows, rows_from
+from rationale_cli.models.native import INT, POINTER, declared, library, over_rows, rows_from
 
 NAME = "tv_prox"
 

@@ -1,23 +1,23 @@
 """Extractors by name: the registry the model, the command line and its help read.
 
-Adding an extractor is one module (a :class:`~models.selection.Selector` with its
+Adding an extractor is one module (a :class:`~rationale_cli.models.selection.Selector` with its
 ``Options``, ``summary`` and ``default_encoder``) and one line here. Each takes the
 selector encoder's output size first and its declared options as keywords.
 """
 
 from __future__ import annotations
 
-from models.options import OptionError, Spec, specs
-from models.selection import Selector
-from models.selectors.attention import AttentionSelector
-from models.selectors.bernoulli import BernoulliSelector
-from models.selectors.full import FullSelector
-from models.selectors.hardkuma import HardKumaSelector
-from models.selectors.simple import SimpleSelector
-from models.selectors.sparse_attention import SparseAttentionSelector
-from models.selectors.sparsemap import SparseMAPSelector
-from models.selectors.topk import CorrelatedTopKSelector, TopKSelector
-from models.selectors.topk_sparsemax import TopKSparsemaxSelector
+from rationale_cli.models.options import OptionError, Spec, specs
+from rationale_cli.models.selection import Selector
+from rationale_cli.models.selectors.attention import AttentionSelector
+from rationale_cli.models.selectors.bernoulli import BernoulliSelector
+from rationale_cli.models.selectors.full import FullSelector
+from rationale_cli.models.selectors.hardkuma import HardKumaSelector
+from rationale_cli.models.selectors.simple import SimpleSelector
+from rationale_cli.models.selectors.sparse_attention import SparseAttentionSelector
+from rationale_cli.models.selectors.sparsemap import SparseMAPSelector
+from rationale_cli.models.selectors.topk import CorrelatedTopKSelector, TopKSelector
+from rationale_cli.models.selectors.topk_sparsemax import TopKSparsemaxSelector
 
 SELECTORS: dict[str, type[Selector]] = {
     "full": FullSelector,
@@ -55,7 +55,7 @@ def all_option_specs() -> dict[str, dict[str, Spec]]:
 
 def build_selector(name: str, input_size: int, **options) -> Selector:
     """The selector ``name`` with ``options``, every one of which it must declare
-    (an :class:`~models.options.OptionError` otherwise)."""
+    (an :class:`~rationale_cli.models.options.OptionError` otherwise)."""
     try:
         return selector_class(name)(input_size, **options)
     except OptionError as err:

@@ -5,7 +5,7 @@ selector encoder's states, and ``alpha = softmax(s)`` over non-pad tokens.
 In training the predictor reads the text gated softly by ``alpha / max(alpha)``
 (a gate in [0, 1]: the best token passes whole, the others in proportion).
 At test time the rationale is the ``budget`` best tokens of each document by
-attention weight (a share or a count, :mod:`models.budget`; at least one), and the
+attention weight (a share or a count, :mod:`rationale_cli.models.budget`; at least one), and the
 predictor reads only those: the heuristic the papers compare against.
 """
 
@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from models.budget import Budget, top_k_mask
-from models.options import Options, option
-from models.selection import Selection, Selector
+from rationale_cli.models.budget import Budget, top_k_mask
+from rationale_cli.models.options import Options, option
+from rationale_cli.models.selection import Selection, Selector
 
 
 def top_budget(scores: Tensor, mask: Tensor, budget: Budget) -> Tensor:

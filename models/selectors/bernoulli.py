@@ -44,13 +44,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from models.lagrangian import EqualityMultiplier, RateOptions
-from models.budget import Budget
-from models.options import OptionError, option
-from models.ranks import mean_over_ranks
-from models.search import OneOf
-from models.selection import Selection, Selector, selected_share
-from models.selectors.dependent import DependentScan
+from rationale_cli.models.lagrangian import EqualityMultiplier, RateOptions
+from rationale_cli.models.budget import Budget
+from rationale_cli.models.options import OptionError, option
+from rationale_cli.models.ranks import mean_over_ranks
+from rationale_cli.models.search import OneOf
+from rationale_cli.models.selection import Selection, Selector, selected_share
+from rationale_cli.models.selectors.dependent import DependentScan
 
 BASELINES = ("none", "ema", "loo")
 
@@ -118,7 +118,7 @@ class BernoulliOptions(RateOptions):
                                  "of sampling them through REINFORCE: exactly for the independent selector; for "
                                  "the dependent one, each token's expectation given the sampled tokens before it")
 
-    # the search (models.search): Bastings et al. (2019), appendix B.1, after Lei et al. (2016),
+    # the search (rationale_cli.models.search): Bastings et al. (2019), appendix B.1, after Lei et al. (2016),
     # took the cost per selected token lambda1 from {2, 3, 4} x 1e-4 and the coherence cost as
     # 2 x lambda1; with the rate held by the multiplier ({lagrangian}) the coherence cost is
     # searched over those three values, and the samples of the baseline (ours: 2, 4 or 8)

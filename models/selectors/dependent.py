@@ -13,8 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from models.encoders.rcnn import RCNNCell
-from models.native.hardkuma_scan import hardkuma_decode, hardkuma_scan
+from rationale_cli.models.encoders.rcnn import RCNNCell
+from rationale_cli.models.native.hardkuma_scan import hardkuma_decode, hardkuma_scan
 
 
 class DependentScan(nn.Module):
@@ -52,7 +52,7 @@ class DependentScan(nn.Module):
 
     def hardkuma(self, states: Tensor, mask: Tensor, noise: Tensor, limits: tuple[float, ...]) -> tuple[Tensor, Tensor]:
         """``forward`` with ``HardKuma.rsample`` as the draw, from its uniform ``noise [B, T]``,
-        compiled (:mod:`models.native.hardkuma_scan`; ``limits``: the stretch and the shapes'
+        compiled (:mod:`rationale_cli.models.native.hardkuma_scan`; ``limits``: the stretch and the shapes'
         clamp)."""
         steps, head_s, cell_z = self.parts(states)
         cell = self.cell
@@ -60,7 +60,7 @@ class DependentScan(nn.Module):
 
     def hardkuma_decoded(self, states: Tensor, mask: Tensor, limits: tuple[float, ...], nodes: tuple[Tensor, ...]):
         """``forward`` with the most likely outcome as the draw, compiled: z and P(z != 0) per
-        token (:func:`models.native.hardkuma_scan.hardkuma_decode`; ``nodes``: the mean's
+        token (:func:`rationale_cli.models.native.hardkuma_scan.hardkuma_decode`; ``nodes``: the mean's
         quadrature, the logs of its nodes and its weights, and the logs of the stretched 0 and 1)."""
         steps, head_s, cell_z = self.parts(states)
         cell = self.cell

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from models.selection import Selection, Selector
+from rationale_cli.models.selection import Selection, Selector
 
 
 class FullSelector(Selector):

@@ -3,14 +3,14 @@
 Each token gets ``z_i ~ HardKuma(a_i, b_i, -0.1, 1.1)`` with ``a_i, b_i``
 softplus layers over the selector encoder's states (section 5); the *dependent*
 variant (section 6.1, eq. 16) conditions them on the sampled prefix through a
-small RCNN over ``[h_i; z_i]`` (:mod:`models.selectors.dependent`).
+small RCNN over ``[h_i; z_i]`` (:mod:`rationale_cli.models.selectors.dependent`).
 
 Penalties (section 4): the expected L0 per token (eq. 11) and the expected
 number of transitions per token (the fused-lasso relaxation, eq. 12), both
 masked and normalized by document length; for the dependent variant each term
 is conditioned on the sampled prefix (appendix B.1.2). Lagrange multipliers
-(eq. 13, :mod:`models.lagrangian`) hold the expected L0 *at* its target
-(``budget``, a share or a count per document, :mod:`models.budget`: two-sided, so a user who asks for 13% gets 13% even where the
+(eq. 13, :mod:`rationale_cli.models.lagrangian`) hold the expected L0 *at* its target
+(``budget``, a share or a count per document, :mod:`rationale_cli.models.budget`: two-sided, so a user who asks for 13% gets 13% even where the
 task alone would select less, with an augmented-Lagrangian term
 ``rho/2 c^2`` that damps the multipliers' oscillation) and the transitions
 *at most* at theirs. Instead of a transitions target, ``coherence`` puts a
@@ -30,13 +30,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from models.distributions.hardkuma import A_MIN, A_MAX, EPS, HIGH, LOW, HardKuma
-from models.lagrangian import EqualityMultiplier, LagrangeMultiplier, RateOptions
-from models.native.hardkuma_scan import compiled
-from models.options import OptionError, option
-from models.search import OneOf
-from models.selection import Selection, Selector, selected_share
-from models.selectors.dependent import DependentScan
+from rationale_cli.models.distributions.hardkuma import A_MIN, A_MAX, EPS, HIGH, LOW, HardKuma
+from rationale_cli.models.lagrangian import EqualityMultiplier, LagrangeMultiplier, RateOptions
+from rationale_cli.models.native.hardkuma_scan import compiled
+from rationale_cli.models.options import OptionError, option
+from rationale_cli.models.search import OneOf
+from rationale_cli.models.selection import Selection, Selector, selected_share
+from rationale_cli.models.selectors.dependent import DependentScan
 
 
 def expected_costs(log_p0: Tensor, log_nonzero: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
@@ -71,7 +71,7 @@ class HardKumaOptions(RateOptions):
     coherence: float | None = option(None, "fixed weight on the expected transitions per document, instead "
                                      "of a {transitions} target (the paper used 1e-4 to 4e-4)", low=0.0)
 
-    # the search (models.search): Bastings et al. (2019), appendix B.1, chose the fused-lasso
+    # the search (rationale_cli.models.search): Bastings et al. (2019), appendix B.1, chose the fused-lasso
     # (coherence) weight from {1, 2, 3, 4} x 1e-4, the rate held at the budget by the multiplier;
     # section 6.1 compares the dependent selector with the independent one
     search_space = (OneOf("coherence", (1e-4, 2e-4, 3e-4, 4e-4)), OneOf("dependent", (True, False)))
@@ -117,7 +117,7 @@ class HardKumaSelector(Selector):
 
     def sampled(self, states: Tensor, mask: Tensor) -> tuple[Tensor, HardKuma]:
         """``run(states, mask, HardKuma.rsample)``; the dependent loop compiled where it can be
-        (:mod:`models.native.hardkuma_scan`), from the same noise in the same order."""
+        (:mod:`rationale_cli.models.native.hardkuma_scan`), from the same noise in the same order."""
         if self.scan is None or not compiled(states, mask):
             return self.run(states, mask, HardKuma.rsample)
         B, T = mask.shape

@@ -10,7 +10,7 @@ tokens from every mask's score, Lei et al.'s coherence cost inside the score: si
 lambda per neighbour and each adjacent pair gains ``2 lambda``.
 
 Every mask holds at most ``budget`` tokens of its document (a cap: a share or a
-count, :mod:`models.budget`); a subclass's :meth:`MaskSetSelector.solve` returns
+count, :mod:`rationale_cli.models.budget`); a subclass's :meth:`MaskSetSelector.solve` returns
 weights ``[B, S]`` over masks ``[B, S, T]``.
 Training sums the task loss over the masks with their weights and reports the
 support size; test time takes the most probable mask, and the token scores are
@@ -25,10 +25,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from models.budget import Budget
-from models.options import Options, option
-from models.search import OneOf
-from models.selection import Selection, Selector
+from rationale_cli.models.budget import Budget
+from rationale_cli.models.options import Options, option
+from rationale_cli.models.search import OneOf
+from rationale_cli.models.selection import Selection, Selector
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class MaskSetOptions(Options):
     coherence: float | None = option(None, "cost per 0/1 transition between adjacent tokens, subtracted "
                                      "from every mask's score (fewer, longer spans)", low=0.0, default_text="0")
 
-    # the search (models.search): no paper gives one; with or without the learned pairwise score.
+    # the search (rationale_cli.models.search): no paper gives one; with or without the learned pairwise score.
     # The transition cost is not searched: with a cap and no rate held, validation loss would
     # prefer the cost that selects the most tokens
     search_space = (OneOf("pairwise", (False, True)),)

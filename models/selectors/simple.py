@@ -1,6 +1,6 @@
 """SIMPLE rationales: exactly ``budget`` tokens (k, or a share of each document), sampled exactly, trained through the exact
 marginals (Ahmed et al., 2023, sections 3-4; the distribution is in
-:mod:`models.distributions.ksubset`).
+:mod:`rationale_cli.models.distributions.ksubset`).
 
 Per-token logits come from a linear layer over the selector encoder's states.
 Training: the predictor reads an exact sample of ``p(z | sum z = k)``; the
@@ -15,11 +15,11 @@ from dataclasses import dataclass
 
 from torch import Tensor, nn
 
-from models.budget import Budget
-from models.distributions.ksubset import KSubset, simple_estimator
-from models.options import Options, option
-from models.search import OneOf
-from models.selection import Selection, Selector, selected_share
+from rationale_cli.models.budget import Budget
+from rationale_cli.models.distributions.ksubset import KSubset, simple_estimator
+from rationale_cli.models.options import Options, option
+from rationale_cli.models.search import OneOf
+from rationale_cli.models.selection import Selection, Selector, selected_share
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class KSubsetOptions(Options):
 class SimpleOptions(KSubsetOptions):
     kl_weight: float = option(0.0, "weight of KL(p(z | k) || uniform) in the loss", low=0.0)
 
-    # the search (models.search): no paper gives one for this weight; ours, from none up
+    # the search (rationale_cli.models.search): no paper gives one for this weight; ours, from none up
     search_space = (OneOf("kl_weight", (0.0, 1e-3, 1e-2, 1e-1)),)
 
 

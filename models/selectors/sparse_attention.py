@@ -1,6 +1,6 @@
 """Sparse and structured attention as a rationale (Niculae & Blondel, 2017, sections 2-3).
 
-The attention classifier of :mod:`models.selectors.attention` with the softmax
+The attention classifier of :mod:`rationale_cli.models.selectors.attention` with the softmax
 replaced by ``Pi_Omega(x) = argmax_y <y, x> - gamma Omega(y)`` over the simplex:
 
 - ``sparsemax``: ``Omega = 1/2 ||y||^2``, ``sparsemax(x / gamma)`` (Martins &
@@ -10,7 +10,7 @@ replaced by ``Pi_Omega(x) = argmax_y <y, x> - gamma Omega(y)`` over the simplex:
 - ``oscarmax``: plus ``lam`` times OSCAR, the paper's approximation
   ``sparsemax(P_OSC(x / gamma))``: clusters of equal weight anywhere in the text.
 
-The prox operators and their Jacobians are in :mod:`models.prox`. The weights are
+The prox operators and their Jacobians are in :mod:`rationale_cli.models.prox`. The weights are
 exactly zero outside their support, so the rationale is that support: no top-r%
 heuristic. ``gamma`` trades sparsity for smoothness (larger, denser); ``lam``
 (default 0.1 for fusedmax, 0.01 for oscarmax, the paper's) sets the fusion.
@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from models.options import OptionError, Options, option
-from models.prox import oscar_prox, tv_prox
-from models.selectors.attention import AttentionSelector
+from rationale_cli.models.options import OptionError, Options, option
+from rationale_cli.models.prox import oscar_prox, tv_prox
+from rationale_cli.models.selectors.attention import AttentionSelector
 
 PROX = {"fusedmax": tv_prox, "oscarmax": oscar_prox}
 DEFAULT_LAMBDA = {"sparsemax": 0.0, "fusedmax": 0.1, "oscarmax": 0.01}
@@ -41,7 +41,7 @@ class SparseAttentionOptions(Options):
     lam: float | None = option(None, "fusion strength of fusedmax / oscarmax", low=0.0,
                                default_text="0.1 for fusedmax, 0.01 for oscarmax")
 
-    # the search (models.search): none of its own. gamma and the fusion strength set how much is
+    # the search (rationale_cli.models.search): none of its own. gamma and the fusion strength set how much is
     # selected, and no rate is held, so validation loss would choose the densest attention
     search_space = ()
 

@@ -1,10 +1,10 @@
 """SparseMAP rationales: deterministic sparse marginalization over masks with a
 budget (Correia et al., 2020, section 4.2; the distribution is in
-:mod:`models.distributions.sparsemap`).
+:mod:`rationale_cli.models.distributions.sparsemap`).
 
 Token scores ``t_i`` come from a linear layer over the selector encoder's states;
 with ``pairwise``, a coherence factor scores adjacent selected tokens, and
-``coherence`` costs each 0/1 transition (:mod:`models.selectors.mask_set`).
+``coherence`` costs each 0/1 transition (:mod:`rationale_cli.models.selectors.mask_set`).
 Each document's budget B comes from ``budget`` (a share or a count, a cap). SparseMAP
 returns a handful of masks with at most B tokens and their weights; the trainer
 evaluates the predictor on each mask and sums the losses weighted by xi: no
@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from models.distributions.sparsemap import sparsemap
-from models.options import option
-from models.selectors.mask_set import MaskSetOptions, MaskSetSelector
+from rationale_cli.models.distributions.sparsemap import sparsemap
+from rationale_cli.models.options import option
+from rationale_cli.models.selectors.mask_set import MaskSetOptions, MaskSetSelector
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ width-2 convolution, as in D.6). Training reads the relaxed mask: the marginals
 of ``p(x) ~ exp(<U / tau, x>)`` over (correlated) k-subsets, with the exact
 backward pass; optionally straight-through (hard sample forward, relaxed
 gradient). Test time: the argmax with the unperturbed utilities. The subset size k
-is each document's ``budget`` (a count, or a share of its length: :mod:`models.budget`).
+is each document's ``budget`` (a count, or a share of its length: :mod:`rationale_cli.models.budget`).
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from models.distributions.chain_ksubset import ChainKSubset
-from models.options import option
-from models.search import Searched
-from models.selection import Selection, Selector
-from models.selectors.simple import KSubsetOptions
+from rationale_cli.models.distributions.chain_ksubset import ChainKSubset
+from rationale_cli.models.options import option
+from rationale_cli.models.search import Searched
+from rationale_cli.models.selection import Selection, Selector
+from rationale_cli.models.selectors.simple import KSubsetOptions
 
 
 def gumbel_like(x: Tensor) -> Tensor:
@@ -36,7 +36,7 @@ class TopKOptions(KSubsetOptions):
     tau: float = option(1.0, "temperature of the relaxation", above=0.0)
     straight_through: bool = option(False, "hard sample forward, relaxed gradient")
 
-    # the search (models.search): Paulus et al. (2020), appendix D.6, sampled the temperature
+    # the search (rationale_cli.models.search): Paulus et al. (2020), appendix D.6, sampled the temperature
     # uniformly from [0.1, 2] (their learning-rate and weight-decay grids are the training
     # options' space, rationale_cli.runs.config.TrainConfig)
     search_space = (Searched("tau", 0.1, 2.0),)

@@ -1,10 +1,10 @@
 """Top-k sparsemax rationales: sparse marginalization over the K best masks
 (Correia et al., 2020, section 4.1; the K best masks are the K-max reduction of
-:mod:`models.distributions.chain_ksubset`).
+:mod:`rationale_cli.models.distributions.chain_ksubset`).
 
 Token scores theta come from a linear layer over the selector encoder's states; a
 mask's score is ``<theta, z>``, plus ``sum_i w_i z_i z_{i+1}`` with ``pairwise``, less
-``coherence`` per 0/1 transition (:mod:`models.selectors.mask_set`), and each
+``coherence`` per 0/1 transition (:mod:`rationale_cli.models.selectors.mask_set`), and each
 document's budget is at most ``budget`` tokens (a share or a count, a cap). The K best masks (``top_masks``) are
 enumerated exactly, ``xi = sparsemax(their scores)``, and the trainer sums the
 task loss over the masks with ``xi > 0``: deterministic, no sampling. Whenever fewer
@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from models.distributions.chain_ksubset import ChainKSubset
-from models.distributions.subset_tree import NEG
-from models.options import option
-from models.selectors.mask_set import MaskSetOptions, MaskSetSelector
+from rationale_cli.models.distributions.chain_ksubset import ChainKSubset
+from rationale_cli.models.distributions.subset_tree import NEG
+from rationale_cli.models.options import option
+from rationale_cli.models.selectors.mask_set import MaskSetOptions, MaskSetSelector
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
-from models.decoding import OWN, Decoding
+from rationale_cli.models.decoding import OWN, Decoding
 from rationale_cli.runtime.allocator import keep_freed_memory
 from rationale_cli.runtime.atomic import text_output, writable_target, write_text_atomic
 from rationale_cli.runtime.errors import UserError

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
-from models.decoding import OWN, Decoding
+from rationale_cli.models.decoding import OWN, Decoding
 from rationale_cli.annotation.engine import WINDOW, Job, Shard, Tally, annotate, count_documents, refuse_finished
 from rationale_cli.data import sources
 from rationale_cli.data.records import Record

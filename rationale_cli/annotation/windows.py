@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from multiprocessing.connection import Connection
 from typing import Callable, Iterator
 
-from models.decoding import OWN, Decoding
+from rationale_cli.models.decoding import OWN, Decoding
 from rationale_cli.data.records import Record
 from rationale_cli.evaluation.faithfulness import scored_documents
 from rationale_cli.runs.inference import Output, run_model

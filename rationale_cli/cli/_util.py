@@ -2,7 +2,7 @@
 :func:`friendly` error wrapper, option checks and help texts used by several commands,
 the progress reporter, the tables of scores, and the test-time decoding asked on the command
 line (``--rate``, ``--rate-over``, ``--coherence`` of predict, evaluate and explain): parsed
-once into a :class:`models.decoding.Decoding` (:func:`parse_decoding`), which the commands
+once into a :class:`rationale_cli.models.decoding.Decoding` (:func:`parse_decoding`), which the commands
 pass to the library."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from rationale_cli.data.readers import FORMATS
 from rationale_cli.runtime.errors import UserError
 
 if TYPE_CHECKING:
-    from models.decoding import Decoding
+    from rationale_cli.models.decoding import Decoding
 
 
 def unlabelled_help(cls):

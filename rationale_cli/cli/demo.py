@@ -24,7 +24,7 @@ DEMO_SETTINGS = dict(extractor="hardkuma", budget=0.2, transitions=0.06, embeddi
 def demo_options(extractor: str, encoder: Optional[str], epochs: int, seed: int) -> dict:
     """The demo's training options for ``extractor``: the settings it takes (bernoulli's budget
     needs --lagrangian: left out), on the demo corpus."""
-    from models.selectors import SELECTORS, option_specs
+    from rationale_cli.models.selectors import SELECTORS, option_specs
     from rationale_cli.runs.config import TRAIN_SPECS
 
     own = option_specs(extractor) if extractor in SELECTORS else {}

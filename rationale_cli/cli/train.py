@@ -1,11 +1,11 @@
-"""``rationale train``, whose flags are made from the declared options (:mod:`models.options`).
+"""``rationale train``, whose flags are made from the declared options (:mod:`rationale_cli.models.options`).
 
 Each training option becomes one flag in its panel; each extractor option one flag
 whose help says which extractors take it and what it means for each; the help's
 epilog lists every extractor with its own options. Nothing here is written by hand
 per option but its panel, so a new extractor option appears in ``--help`` by itself.
 How an option is spelled (``--lambda``, ``--relaxed``) is :mod:`rationale_cli.runs.flags`,
-also where a declared text names another option (:func:`models.options.spelled`).
+also where a declared text names another option (:func:`rationale_cli.models.options.spelled`).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Any, Optional
 import typer
 from rich.markup import escape
 
-from models.options import Spec, spelled
-from models.selectors import SELECTORS, all_option_specs, option_specs
+from rationale_cli.models.options import Spec, spelled
+from rationale_cli.models.selectors import SELECTORS, all_option_specs, option_specs
 from rationale_cli.cli._util import Command, app, friendly, metrics_table, signal_name, stderr, stdout
 from rationale_cli.runs.config import ALIASES, TRAIN_SPECS
 from rationale_cli.runs.flags import flag_of, negative_of

@@ -30,8 +30,8 @@ from rationale_cli.data.records import Record, mask_to_spans
 from rationale_cli.runs.inference import decode_batch
 from rationale_cli.runs.task import Task
 from rationale_cli.data.vocab import UNK, Vocab
-from models.decoding import OWN, Decoding
-from models.model import RationaleModel
+from rationale_cli.models.decoding import OWN, Decoding
+from rationale_cli.models.model import RationaleModel
 
 
 def values(task: Task, outputs: torch.Tensor) -> list:

@@ -4,7 +4,7 @@ A predictor may learn from where the gaps of a mask are, not from the selected w
 position embeddings, an RNN stepping over zeroed tokens, a convolution seeing zero rows), so
 that a prediction depends on what was not selected. The probe reads each document's 0/1 mask pattern and nothing of its words: per position the
 selected and unselected indicators and the relative position, two width-5 convolutions,
-max-pooling and a linear layer (:class:`models.encoders.CNNEncoder`). It is trained (200 Adam
+max-pooling and a linear layer (:class:`rationale_cli.models.encoders.CNNEncoder`). It is trained (200 Adam
 updates of 64 documents) on the run's decoded masks of its training documents and scored on the evaluated ones; beside chance
 (the training majority class, or the training mean's squared error for scores) its score says
 how much the masks' shape alone predicts. ``rationale score`` has masks but no model or training
@@ -20,8 +20,8 @@ from typing import Sequence
 import torch
 from torch import Tensor, nn
 
-from models.decoding import OWN, Decoding
-from models.encoders import CNNEncoder
+from rationale_cli.models.decoding import OWN, Decoding
+from rationale_cli.models.encoders import CNNEncoder
 from rationale_cli.data.records import Record
 from rationale_cli.runs.inference import decoded_batches
 from rationale_cli.runs.task import Regression, Task, infer_task

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-from models.decoding import OWN, Decoding
+from rationale_cli.models.decoding import OWN, Decoding
 from rationale_cli.data import sources
 from rationale_cli.data.readers import detect_format
 from rationale_cli.data.readers.beer import file_aspect

@@ -19,7 +19,7 @@ from typing import NamedTuple, Sequence
 import torch
 from matplotlib.figure import Figure
 
-from models.budget import Budget, top_k_mask
+from rationale_cli.models.budget import Budget, top_k_mask
 from rationale_cli.data import sources
 from rationale_cli.runtime.progress import Progress, counted, no_progress
 from rationale_cli.runtime.errors import UserError

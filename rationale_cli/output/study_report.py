@@ -8,7 +8,7 @@ import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator, PercentFormatter
 
-from models.options import shown
+from rationale_cli.models.options import shown
 from rationale_cli.output.plots import STYLE, TARGET, plain
 from rationale_cli.output.render import escape
 from rationale_cli.tuning.leaderboard import Leaderboard, TrialResult, on_target, percent

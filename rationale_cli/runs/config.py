@@ -1,6 +1,6 @@
 """Training options: defaults, a TOML config file, the command line (which wins).
 
-Every option is declared once (:func:`models.options.option`): the training
+Every option is declared once (:func:`rationale_cli.models.options.option`): the training
 options here, each extractor's own in its selector module. The command line's
 flags, the TOML keys, the configuration saved in a run directory and the checks
 all come from those declarations, through one path (:func:`from_values`), so a
@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from models.architectures import ARCHITECTURES, SIDES, TRANSFORMER
-from models.options import OptionError, Options, Spec, option, specs
-from models.search import OneOf, Searched
-from models.selectors import SELECTORS, all_option_specs, selector_class
+from rationale_cli.models.architectures import ARCHITECTURES, SIDES, TRANSFORMER
+from rationale_cli.models.options import OptionError, Options, Spec, option, specs
+from rationale_cli.models.search import OneOf, Searched
+from rationale_cli.models.selectors import SELECTORS, all_option_specs, selector_class
 from rationale_cli.runtime.devices import DEVICE_NAME
 from rationale_cli.runtime.errors import UserError
 from rationale_cli.runs.flags import flag_of, option_line
@@ -116,7 +116,7 @@ class TrainConfig:
     device: str = option("auto", "auto, cpu, cuda or cuda:N.")
     options: Options | None = None  # the extractor's own, declared by its selector
 
-    # the training options' search space (models.search), shared by every extractor beside its
+    # the training options' search space (rationale_cli.models.search), shared by every extractor beside its
     # own: the learning rate and weight decay of Paulus et al. (2020), appendix D.6 (learning
     # rates from {1, 3, 5, 10, 30, 50, 100} x 1e-4, weight decay from {0, 1, 10, 100} x 1e-6),
     # the dropout of Bastings et al. (2019), appendix B (0.1 to 0.5 over their tasks), the sizes
@@ -152,7 +152,7 @@ class TrainConfig:
         return Keep() if self.keep == "best-loss" else Keep(self.rate_target(), self.rate_tolerance)
 
     def extractor_options(self) -> dict[str, Any]:
-        """The extractor's options, for :func:`models.selectors.build_selector`."""
+        """The extractor's options, for :func:`rationale_cli.models.selectors.build_selector`."""
         return {name: getattr(self.options, name) for name in specs(type(self.options))}
 
     def to_dict(self, processes: int = 1) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""How the command line spells the declared options (:mod:`models.options`), which know
+"""How the command line spells the declared options (:mod:`rationale_cli.models.options`), which know
 nothing of it: ``--name`` with dashes for underscores (``lam`` is ``--lambda``), and the
 off-switch of each boolean option (``--no-NAME`` unless it reads better otherwise).
 
@@ -8,7 +8,7 @@ and the ``rationale`` command (``rationale_cli.cli``) name options the same way.
 
 from __future__ import annotations
 
-from models.options import OptionError
+from rationale_cli.models.options import OptionError
 
 # names that read better otherwise on a command line
 SPELLED = {"lam": "lambda"}
@@ -33,6 +33,6 @@ def negative_of(name: str) -> str:
 
 
 def option_line(err: OptionError) -> str:
-    """An :class:`~models.options.OptionError` as a user reads it, with options as flags
+    """An :class:`~rationale_cli.models.options.OptionError` as a user reads it, with options as flags
     (those that what it allows names too)."""
     return err.describe(flag_of)

@@ -1,5 +1,5 @@
 """Running a trained model over documents: test-time rationales, predictions, metrics, and the
-decoding a user asks for (:class:`models.decoding.Decoding`: a rate per document or over a
+decoding a user asks for (:class:`rationale_cli.models.decoding.Decoding`: a rate per document or over a
 corpus, a transition cost)."""
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from rationale_cli.data.records import Record
 from rationale_cli.runs.task import Task
 from rationale_cli.data.vocab import UNK, Vocab
 from rationale_cli.runtime.errors import UserError
-from models.budget import Budget
-from models.decoding import OWN, Decoding
-from models.model import RationaleModel
+from rationale_cli.models.budget import Budget
+from rationale_cli.models.decoding import OWN, Decoding
+from rationale_cli.models.model import RationaleModel
 
 
 @dataclass
@@ -130,7 +130,7 @@ def asked_decoding(loaded, *, rate: str | None = None, coherence: float | None =
     """The decoding a user asked of the run ``loaded`` (its ``config`` and ``model``): each
     document at ``rate`` (a share or a count, ``--rate``) and/or with ``coherence`` as the
     cost per transition (``--coherence``) or in whole ``sentences`` (``--sentences``,
-    :mod:`models.decoding`); one error line otherwise."""
+    :mod:`rationale_cli.models.decoding`); one error line otherwise."""
     if coherence is not None and coherence < 0:
         raise UserError(f"--coherence {coherence}: expected a number >= 0")
     if coherence is not None and sentences:
@@ -140,7 +140,7 @@ def asked_decoding(loaded, *, rate: str | None = None, coherence: float | None =
 
 
 def rate_budget(config, rate: str) -> Budget:
-    """``rate`` as a :class:`models.budget.Budget` for a run of ``config``, or one error line."""
+    """``rate`` as a :class:`rationale_cli.models.budget.Budget` for a run of ``config``, or one error line."""
     if config.extractor == "full":
         raise UserError("--rate: the full extractor scores every token alike, so it has no best tokens to keep")
     try:

@@ -1,6 +1,6 @@
 """A pretrained transformer for ``--encoder hf`` (the ``hf`` extra: ``transformers`` and ``tokenizers``):
 read through the Auto classes from a folder or a hub name, its vocabulary words' subword
-pieces (:class:`models.encoders.hf.Pretrained`), and the copy of its configuration and
+pieces (:class:`rationale_cli.models.encoders.hf.Pretrained`), and the copy of its configuration and
 tokenizer a run directory keeps (``transformer/``; the weights are in ``model.safetensors``),
 so that a run is used offline and without the folder it was trained from.
 
@@ -17,7 +17,7 @@ from typing import Sequence
 
 import torch
 
-from models.encoders.hf import Pretrained
+from rationale_cli.models.encoders.hf import Pretrained
 from rationale_cli.data.batching import SEP
 from rationale_cli.data.vocab import PAD, UNK
 from rationale_cli.runtime.errors import UserError

@@ -26,8 +26,8 @@ from rationale_cli.runtime.safe_json import finite
 from rationale_cli.runs.pretrained import run_transformer, save_transformer, transformers_version
 from rationale_cli.runs.task import Task, task_from_dict
 from rationale_cli.data.vocab import Vocab
-from models.encoders.hf import Pretrained
-from models.model import RationaleModel
+from rationale_cli.models.encoders.hf import Pretrained
+from rationale_cli.models.model import RationaleModel
 
 FORMAT_VERSION = 1
 WEIGHTS = "model.safetensors"

@@ -19,7 +19,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from models.ranks import distributed, world_size
+from rationale_cli.models.ranks import distributed, world_size
 
 
 def rank() -> int:
@@ -60,7 +60,7 @@ def local_device(device: torch.device) -> torch.device:
 def wrap(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
     """``model`` in DistributedDataParallel when there are several processes. Buffers (the
     Lagrange multipliers, moving baselines) are not copied from rank 0 at each forward:
-    every process updates them identically (:mod:`models.ranks`)."""
+    every process updates them identically (:mod:`rationale_cli.models.ranks`)."""
     if not distributed():
         return model
     names = inspect.signature(DistributedDataParallel.__init__).parameters

@@ -30,8 +30,8 @@ from rationale_cli.runs.keep import Keep
 from rationale_cli.data.records import Record
 from rationale_cli.runs.task import Task
 from rationale_cli.data.vocab import Vocab
-from models.ranks import all_ranks, distributed, world_size
-from models.selection import Selection
+from rationale_cli.models.ranks import all_ranks, distributed, world_size
+from rationale_cli.models.selection import Selection
 
 
 def training_loss(model, task: Task, batch: Batch, guidance: float = 0.0) -> tuple[torch.Tensor, Selection]:

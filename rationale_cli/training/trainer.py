@@ -35,8 +35,8 @@ from rationale_cli.runs.pretrained import load_pretrained
 from rationale_cli.runs.task import Task, infer_task
 from rationale_cli.data.vectors import load_vectors
 from rationale_cli.data.vocab import Vocab
-from models.model import RationaleModel
-from models.ranks import world_size
+from rationale_cli.models.model import RationaleModel
+from rationale_cli.models.ranks import world_size
 
 
 def split_validation(records: list[Record], fraction: float) -> tuple[list[Record], list[Record]]:

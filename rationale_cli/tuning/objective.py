@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 from rich.console import Console
 
-from models.options import shown
+from rationale_cli.models.options import shown
 
 from rationale_cli.data.records import Record
 from rationale_cli.runs.flags import option_line

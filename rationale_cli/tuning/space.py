@@ -1,5 +1,5 @@
 """The search space of a study: the training options' declared space and the extractor's
-(:mod:`models.search`, each declared once beside its options), changed by a ``--search-space``
+(:mod:`rationale_cli.models.search`, each declared once beside its options), changed by a ``--search-space``
 file, less every option the user fixed; and a trial's configuration from the values drawn.
 
 A search-space file (TOML or JSON) maps option names (as in a ``--config`` file) to
@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from models.options import OptionError, Spec
-from models.search import Entry, OneOf, Searched, checked
-from models.selectors import option_specs, selector_class
+from rationale_cli.models.options import OptionError, Spec
+from rationale_cli.models.search import Entry, OneOf, Searched, checked
+from rationale_cli.models.selectors import option_specs, selector_class
 from rationale_cli.runs.config import TRAIN_SPECS, TrainConfig, from_values
 from rationale_cli.runs.flags import flag_of, option_line
 from rationale_cli.runtime.errors import UserError
@@ -149,7 +149,7 @@ def corners(entries: tuple[Entry, ...]) -> list[dict[str, Any]]:
 
 def configured(base: dict[str, Any], given: set[str], params: dict[str, Any]) -> TrainConfig:
     """A trial's configuration: the study's options ``base`` (``given``: those the user gave)
-    with the values ``params`` drawn; an :class:`~models.options.OptionError` if they clash."""
+    with the values ``params`` drawn; an :class:`~rationale_cli.models.options.OptionError` if they clash."""
     return from_values({**base, **params}, given=given | set(params))
 
 
