@@ -1,4 +1,5 @@
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -6,6 +7,15 @@ import torch
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # one thread per worker: the workers share the cores, and two threads each would contend
     torch.set_num_threads(1)
+
+
+def pytest_sessionstart(session):
+    """The compiled loops built before any test (their one line "compiling ..." on standard
+    error then comes here, not inside a command's output that a test reads)."""
+    from rationale_cli.models import native
+
+    for source in sorted(Path(native.__file__).parent.glob("*.c")):
+        native.library(source.stem)
 
 
 @pytest.fixture(params=["sequential", "tree"])

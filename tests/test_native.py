@@ -219,6 +219,7 @@ def test_row_parts_from_several_threads_at_once_each_cover_their_rows():
 
 
 def test_a_compiler_that_fails_leaves_no_library(monkeypatch, tmp_path):
+    monkeypatch.setattr(native, "_compiler_failed", False)  # restored after: the other tests build
     monkeypatch.setenv("CC", str(tmp_path / "no-such-compiler"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr(native, "_folders", lambda: [tmp_path / "cache"])
@@ -232,6 +233,36 @@ def test_a_compiler_that_fails_leaves_no_library(monkeypatch, tmp_path):
     native.library.cache_clear()
     try:
         assert native.library("rcnn_steps") is None
+    finally:
+        native.library.cache_clear()
+
+
+def test_a_build_says_so_removes_older_builds_and_a_failed_one_stops_the_others(monkeypatch, tmp_path, capfd):
+    folder = tmp_path / "cache"
+    folder.mkdir(mode=0o700)
+    older, other = folder / "rcnn_steps-0123456789abcdef.so", folder / "dropout-0123456789abcdef.so"
+    older.write_bytes(b"an older build")
+    other.write_bytes(b"another loop's build")
+    monkeypatch.setattr(native, "_folders", lambda: [folder])
+    monkeypatch.setattr(native, "_compiler_failed", False)
+    native.library.cache_clear()
+    try:
+        assert native.library("rcnn_steps") is not None
+        assert "compiling rcnn_steps.c" in capfd.readouterr().err
+        assert not older.exists() and other.exists() and len(list(folder.glob("rcnn_steps-*.so"))) == 1
+        calls = []
+        real_run = native.subprocess.run
+
+        def hung(command, **kwargs):
+            calls.append(command)
+            raise native.subprocess.TimeoutExpired(command, kwargs["timeout"])
+
+        monkeypatch.setattr(native.subprocess, "run", hung)
+        native.library.cache_clear()
+        assert native.library("kbest") is None and native.library("tv_prox") is None
+        assert len(calls) == 1 and "did not compile" in capfd.readouterr().err
+        assert not list(folder.glob(".kbest*")) and not list(folder.glob("kbest-*"))
+        monkeypatch.setattr(native.subprocess, "run", real_run)
     finally:
         native.library.cache_clear()
 

@@ -510,3 +510,19 @@ def test_empty_standard_input_is_one_line(monkeypatch):
     monkeypatch.setattr("sys.stdin", type("Stdin", (), {"buffer": io.BytesIO(b"\n  \n")})())
     with pytest.raises(UserError, match=r"^standard input \(-\) is empty: no documents to read$"):
         sources.from_stdin()
+
+
+def test_the_word_demo_is_the_corpus_whatever_the_folder_holds_and_dot_slash_demo_is_the_path(
+        tmp_path, monkeypatch, capfd):
+    from rationale_cli.data import sources
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sources, "_demo_path_noted", False)
+    corpus = [record.id for record in sources.stream("demo", "test")]
+    assert corpus and capfd.readouterr().err == ""  # no path named demo: no note
+    (tmp_path / "demo").mkdir()
+    write(tmp_path / "demo" / "docs.jsonl", '{"id": "mine", "text": "my own review", "label": 1}\n')
+    assert [record.id for record in sources.stream("demo", "test")] == corpus
+    assert [record.id for record in sources.stream("demo", "test")] == corpus
+    assert capfd.readouterr().err.count("write ./demo for the path") == 1  # once
+    assert not sources.is_demo("./demo") and not sources.is_demo(tmp_path / "demo")

@@ -24,6 +24,11 @@ same math as the PyTorch code it stands in for (each is tested against it):
 A C file (with the headers of this folder) is compiled on first use with the system's C
 compiler (``cc``, or ``$CC``) into the user's cache folder (``$XDG_CACHE_HOME/rationale-cli``,
 else a temporary folder) and loaded with :mod:`ctypes`: ``pip install`` needs no compiler.
+Each build says so on standard error (once per source, compiler and CPU) and removes the
+loop's older builds from that folder; a build that fails or outlasts :data:`COMPILE_SECONDS`
+turns the compiler off for the process, so the other loops do not wait on it too.
+Where the platform has no user ids (Windows), a cache folder is used without the ownership
+check.
 Where there is none, a build fails, the tensors are not of the loop's type (float32; float64
 for SparseMAP) on the CPU, or ``RATIONALE_NATIVE=0`` is set, the PyTorch loops run instead,
 with the same results up to float rounding. A loop whose rows are independent runs on as
@@ -40,6 +45,7 @@ import os
 import platform
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -49,6 +55,7 @@ from typing import Callable
 import torch
 from torch import Tensor
 
+COMPILE_SECONDS = 60
 FLAGS = ("-O3", "-march=native", "-fopenmp-simd", "-fno-math-errno", "-fno-trapping-math", "-shared", "-fPIC")
 INT, FLOAT, POINTER = ctypes.c_int64, ctypes.c_float, ctypes.c_void_p
 
@@ -63,16 +70,48 @@ def _machine() -> bytes:
         return platform.processor().encode()
 
 
+def _user() -> str:
+    """This user, for a folder name: the user id where the platform has them."""
+    return str(os.getuid()) if hasattr(os, "getuid") else os.environ.get("USERNAME", "user")
+
+
 def _folders() -> list[Path]:
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return [Path(cache) / "rationale-cli", Path(tempfile.gettempdir()) / f"rationale-cli-{os.getuid()}"]
+    return [Path(cache) / "rationale-cli", Path(tempfile.gettempdir()) / f"rationale-cli-{_user()}"]
 
 
 def _own(folder: Path) -> bool:
     """Whether only this user can write into ``folder`` (a library is never loaded from a folder,
-    such as one in a shared temporary folder, where someone else could have put it)."""
+    such as one in a shared temporary folder, where someone else could have put it). Without
+    user ids (Windows) the folder's access is the operating system's per-user profile rule."""
+    if not hasattr(os, "getuid"):
+        return True
     info = folder.stat()
     return info.st_uid == os.getuid() and not info.st_mode & 0o022
+
+
+_compiler_failed = False  # a build failed or timed out: no other build is tried in this process
+
+
+def _build(compiler: str, source: Path, folder: Path, target: Path) -> None:
+    """Compile ``source`` into ``target`` (whole or not at all), saying so, then remove the
+    loop's older builds in ``folder``."""
+    global _compiler_failed
+    sys.stderr.write(f"rationale: compiling {source.name} for this CPU (once)\n")
+    partial = folder / f".{target.name}.{os.getpid()}"
+    try:
+        subprocess.run([compiler, *FLAGS, str(source), "-o", str(partial), "-lm"], check=True,
+                       capture_output=True, timeout=COMPILE_SECONDS)
+    except (OSError, subprocess.SubprocessError):
+        _compiler_failed = True
+        partial.unlink(missing_ok=True)
+        sys.stderr.write(f"rationale: {source.name} did not compile; the PyTorch loops run instead\n")
+        raise
+    os.replace(partial, target)  # whoever builds it first
+    stem = target.name.rsplit("-", 1)[0]
+    for old in folder.glob(f"{stem}-*.so"):
+        if old != target and len(old.name) == len(target.name):  # another build of this loop only
+            old.unlink(missing_ok=True)
 
 
 @functools.cache
@@ -82,7 +121,7 @@ def library(name: str) -> ctypes.CDLL | None:
     if os.environ.get("RATIONALE_NATIVE", "1") == "0":
         return None
     compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if compiler is None:
+    if compiler is None or _compiler_failed:
         return None
     source = Path(__file__).with_name(f"{name}.c")
     text = source.read_bytes() + b"".join(header.read_bytes() for header in sorted(source.parent.glob("*.h")))
@@ -94,12 +133,11 @@ def library(name: str) -> ctypes.CDLL | None:
             if not _own(folder):
                 continue
             if not target.is_file():
-                partial = folder / f".{target.name}.{os.getpid()}"
-                subprocess.run([compiler, *FLAGS, str(source), "-o", str(partial), "-lm"], check=True,
-                               capture_output=True, timeout=120)
-                os.replace(partial, target)  # whole or not at all, whoever builds it first
+                _build(compiler, source, folder, target)
             return ctypes.CDLL(str(target))
         except (OSError, subprocess.SubprocessError):
+            if _compiler_failed:
+                return None
             continue
     return None
 
@@ -174,4 +212,5 @@ def _forget_helpers() -> None:
     _pools.clear()
 
 
-os.register_at_fork(after_in_child=_forget_helpers)
+if hasattr(os, "register_at_fork"):  # a platform without fork (Windows) has no child to forget them in
+    os.register_at_fork(after_in_child=_forget_helpers)

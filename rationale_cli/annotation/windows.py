@@ -5,7 +5,6 @@ process receives them and stops them all) with a few windows in flight."""
 from __future__ import annotations
 
 import multiprocessing
-import signal
 from collections import deque
 from contextlib import contextmanager
 from multiprocessing.connection import Connection
@@ -18,6 +17,7 @@ from rationale_cli.runs.inference import Output, run_model
 from rationale_cli.runs.run_directory import Run
 from rationale_cli.runtime.allocator import keep_freed_memory
 from rationale_cli.runtime.devices import flush_denormals
+from rationale_cli.runtime.signals import stop_signals_blocked
 
 
 def annotate_window(run: Run, window: list[Record], batch_size: int, device, eraser: bool = False,
@@ -108,8 +108,7 @@ def start_workers(count: int, run: Run, decoding: Decoding) -> tuple[list[Connec
     reaches this process alone, which stops them (:func:`stop_workers`)."""
     context = multiprocessing.get_context("spawn")
     links, processes = [], []
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-    try:
+    with stop_signals_blocked():
         for _ in range(count):
             link, theirs = context.Pipe()
             process = context.Process(target=serve_windows, daemon=True, args=(
@@ -118,8 +117,6 @@ def start_workers(count: int, run: Run, decoding: Decoding) -> tuple[list[Connec
             theirs.close()  # theirs only: a dead worker's pipe then reads as closed here
             links.append(link)
             processes.append(process)
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     return links, processes
 
 

@@ -23,8 +23,20 @@ Document = str | Record | dict  # what the Python API accepts as a document
 SPLITS = {"train": "train", "valid": "valid", "val": "valid", "test": "test"}  # names a user may give
 
 
+_demo_path_noted = False
+
+
 def is_demo(path: str | Path) -> bool:
-    return str(path) == DEMO and not Path(DEMO).exists()
+    """Whether ``path`` is the word ``demo``: always the synthetic corpus, whatever the working
+    folder holds (a file or folder of that name is ``./demo``; a note says so once when one is
+    there)."""
+    global _demo_path_noted
+    if str(path) != DEMO:
+        return False
+    if not _demo_path_noted and os.path.lexists(DEMO):
+        _demo_path_noted = True
+        sys.stderr.write("note: 'demo' is the synthetic corpus; write ./demo for the path of that name here\n")
+    return True
 
 
 def load(path: str, split: str, *, fmt: str = "auto", aspect: int | None = None,

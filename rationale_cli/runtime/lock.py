@@ -8,17 +8,28 @@ gets. The operating system releases the lock when its process ends however it en
 training ends, normally or not.
 
 The lock is taken and removed inside :func:`~rationale_cli.runtime.signals.writing`, so a
-stop signal never leaves the lock file behind.
+stop signal never leaves the lock file behind. ``flock`` where the platform has it (POSIX),
+else ``msvcrt.locking`` on the file's first byte (Windows); a platform with neither trains
+without the lock, and says so once.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import socket
+import sys
 from pathlib import Path
-from typing import Iterator
+from typing import IO, Iterator
+
+try:
+    import fcntl
+except ImportError:  # not POSIX
+    fcntl = None
+try:
+    import msvcrt
+except ImportError:  # not Windows
+    msvcrt = None
 
 from rationale_cli.runtime.errors import UserError
 from rationale_cli.runtime.signals import writing
@@ -91,9 +102,7 @@ def locked(out: Path, path: Path):
             handle = open(path, "a+", encoding="utf-8")
         except OSError as err:
             raise UserError(f"{out}: cannot create the run directory here ({err.strerror})") from None
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not lock_now(handle):
             handle.close()
             raise UserError(f"{out}: another training is writing this run ({holder(path)})") from None
         try:  # the file may have been removed by the holder that just let go: lock the one now there
@@ -103,3 +112,30 @@ def locked(out: Path, path: Path):
             pass
         handle.close()
     return handle
+
+
+_unlocked_noted = False
+
+
+def lock_now(handle: IO[str]) -> bool:
+    """Lock the open file ``handle`` for this process without waiting: False where another
+    process holds it. Without a lock call on the platform, True, with a note once."""
+    global _unlocked_noted
+    if fcntl is not None:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+    if msvcrt is not None:
+        try:
+            handle.seek(0)
+            msvcrt.locking(handle.fileno(), msvcrt.LK_NBLCK, 1)
+        except OSError:
+            return False
+        return True
+    if not _unlocked_noted:
+        _unlocked_noted = True
+        sys.stderr.write("note: this platform has no file locks, so two trainings into one run directory "
+                         "are not kept apart\n")
+    return True

@@ -78,3 +78,18 @@ def writing() -> Iterator[None]:
     finally:
         stops.writing -= 1
     stops.stop_now()
+
+
+@contextlib.contextmanager
+def stop_signals_blocked() -> Iterator[None]:
+    """SIGINT and SIGTERM held back in this thread for the block (a process started meanwhile
+    inherits the mask, so a stop signal reaches its parent alone), where the platform can
+    block signals; elsewhere (Windows) the block runs as it is."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
