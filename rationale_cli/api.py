@@ -2,9 +2,10 @@
 
 ``train`` takes the options of ``rationale train`` as keywords and keeps the model in
 memory unless ``out`` names a run directory; ``tune`` searches their hyperparameters as
-``rationale tune`` does; ``load`` opens a run directory. Both ``train`` and ``load`` give
-a :class:`Model`, whose ``predict`` turns strings, records or dicts into
-:class:`Rationale` objects (or a pandas DataFrame with ``frame``). ``predict``, ``frame``,
+``rationale tune`` does; ``predict`` annotates a corpus into a file as ``rationale predict``
+does (the same request, the same library call); ``load`` opens a run directory. Both
+``train`` and ``load`` give a :class:`Model`, whose ``predict`` turns strings, records or
+dicts into :class:`Rationale` objects (or a pandas DataFrame with ``frame``). ``predict``, ``frame``,
 ``explain`` and ``evaluate`` decode the extractor's own way unless given a :class:`Decoding`
 (a rate per document, a score threshold, a transition cost); ``Model.corpus_decoding`` finds
 the threshold that holds a rate over a whole corpus.
@@ -13,7 +14,7 @@ the threshold that holds a rate over a whole corpus.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 import torch
 
@@ -29,6 +30,10 @@ from rationale_cli.models.decoding import OWN, Decoding
 from rationale_cli.models.model import RationaleModel
 from rationale_cli.models.selection import Selector
 from rationale_cli.models.selectors import all_option_specs
+from rationale_cli.runtime.progress import Progress, no_progress
+
+if TYPE_CHECKING:
+    from rationale_cli.annotation.predict_job import Predicted
 
 class Model:
     """A trained model with its vocabulary and task, ready to use on documents."""
@@ -159,3 +164,22 @@ def tune(data: str | Path, *, out: str | Path, trials: int, storage: str | None 
                       search_space=None if search_space is None else Path(search_space), study=study,
                       timeout=timeout, config=None if config is None else Path(config),
                       report=(lambda line: console.print(line, highlight=False)) if console else None)
+
+
+def predict(run: str | Path, input: str | Path, out: str | Path, *, progress: Progress = no_progress,
+            report: Callable[[str], None] = lambda line: None, **options) -> Predicted:
+    """Annotate a corpus as ``rationale predict RUN INPUT --out OUT`` does, with ``options`` of
+    that command (the same names, with underscores: ``batch_size=32, rate=0.1,
+    rate_over="corpus", shard="0/4", force=True``), checked the same way before anything is
+    read: the same request (:class:`rationale_cli.annotation.predict_job.PredictRequest`) and
+    the same library call (:func:`rationale_cli.annotation.predict_job.predict`), so the same
+    file. A rerun of a stopped call continues it. Returns what was done
+    (:class:`rationale_cli.annotation.predict_job.Predicted`: ``documents``, ``tokens``,
+    ``unknown_share``, ``speed``, ``resumed``, ``stopped``); ``progress`` (``progress(total,
+    doing=...)``, a context yielding ``advance(n)``) hears of each pass over the input and
+    ``report`` gets the threshold that ``rate_over="corpus"`` finds, as a line."""
+    from rationale_cli.annotation.predict_job import PredictRequest
+    from rationale_cli.annotation.predict_job import predict as annotate_corpus
+
+    request = PredictRequest(run, input, out, **options)
+    return annotate_corpus(request, progress=progress, report=report)

@@ -238,3 +238,50 @@ def test_shard_and_count_helpers(tmp_path):
     assert count_documents(str(path)) == 3
     path.write_text("a\nb\nc\n")
     assert count_documents(str(path)) == 3
+
+
+@pytest.mark.parametrize("options", [{}, {"rate": "0.2", "rate_over": "corpus", "window": 64, "batch_size": 16}],
+                         ids=["own", "corpus-rate"])
+def test_the_python_api_writes_the_file_the_command_writes(run_dir, corpus, tmp_path, options):
+    import rationale_cli as rationale
+
+    source = tmp_path / "some.jsonl"
+    source.write_text("".join(corpus.read_text().splitlines(keepends=True)[:300]))
+    flags = [word for key, value in options.items() for word in (f"--{key.replace('_', '-')}", value)]
+    result = invoke("predict", run_dir, source, "--out", tmp_path / "cli.jsonl", *flags)
+    assert result.exit_code == 0, result.output
+    lines = []
+    done = rationale.predict(run_dir, source, tmp_path / "api.jsonl", report=lines.append, **options)
+    assert (tmp_path / "api.jsonl").read_bytes() == (tmp_path / "cli.jsonl").read_bytes()
+    assert (done.documents, done.resumed, done.stopped, done.where) == (300, 0, None, str(tmp_path / "api.jsonl"))
+    assert done.tokens == sum(len(json.loads(line)["tokens"]) for line in source.read_text().splitlines())
+    assert f"wrote 300 predictions to {tmp_path / 'cli.jsonl'}: {done.tokens:,} tokens" in result.output
+    assert [line in result.output for line in lines] == [True] * (1 if options else 0)  # the threshold's line
+    assert (done.decoding.threshold is not None) == bool(options)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"batch_size": 0}, "--batch-size 0: expected an integer >= 1"),
+    ({"window": 0}, "--window 0: expected an integer >= 1"),
+    ({"rate_over": "corpus"}, "--rate-over corpus: give the share to hold with --rate"),
+    ({"shard": "2/2"}, "--shard 2/2: expected 0 <= I < N"),
+    ({"engine": "dask", "rate": "0.1"}, "--rate is not available with --engine dask"),
+])
+def test_an_invalid_request_is_one_error_before_anything_is_read(tmp_path, monkeypatch, options, message):
+    import rationale_cli as rationale
+    from rationale_cli.annotation import predict_job
+    from rationale_cli.annotation.predict_job import PredictRequest
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("the input or the run was read before the request was checked")
+
+    monkeypatch.setattr(predict_job, "load_for_inference", no_work)
+    monkeypatch.setattr(predict_job.sources, "from_stdin", no_work)
+    with pytest.raises(UserError, match=f"^{message}$"):
+        PredictRequest(tmp_path / "no-run", "-", tmp_path / "out.jsonl", **options)
+    with pytest.raises(UserError, match=f"^{message}$"):
+        rationale.predict(tmp_path / "no-run", "-", tmp_path / "out.jsonl", **options)
+    flags = [word for key, value in options.items() for word in (f"--{key.replace('_', '-')}", value)]
+    result = invoke("predict", tmp_path / "no-run", "-", "--out", tmp_path / "out.jsonl", *flags)
+    assert result.exit_code == 2 and message in result.output, result.output
+    assert list(tmp_path.iterdir()) == []

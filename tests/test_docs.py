@@ -259,7 +259,7 @@ LEAVES = {
                          "report.html"),
     "docs/how-to/annotate.md": ("annotated.jsonl", "merged.jsonl", "annotated.csv", "fixed.jsonl"),
     "docs/how-to/train-your-data.md": ("reviews.csv", "runs/mine/model.safetensors"),
-    "docs/reference/python-api.md": ("runs/api-demo/model.safetensors", "runs/api-demo.html"),
+    "docs/reference/python-api.md": ("runs/api-demo/model.safetensors", "runs/api-demo.html", "runs/api-demo.jsonl"),
 }
 
 

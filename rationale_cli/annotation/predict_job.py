@@ -1,137 +1,229 @@
-"""``rationale predict`` and ``rationale merge`` as library calls: the options checked and
-resolved into a :class:`Prediction` (where to read, where and how to write, how to split the
-work), then the annotation itself on this machine (:func:`annotate_prediction`, through
-:mod:`rationale_cli.annotation.engine`) or on a Dask cluster (:func:`annotate_on_dask`).
+"""``rationale predict`` and ``rationale merge`` as library calls.
 
-The command line and the Python API call these; what is printed is theirs.
+A :class:`PredictRequest` holds the options of one ``predict``, checked once, when it is made
+(one error line for the first wrong one, before anything is read). :func:`predict` carries it
+out whole: the input (standard input kept in a file), the run loaded, the decoding parsed (with
+``--rate-over corpus``, a first pass over the input for the threshold), then the annotation on
+this machine (:func:`rationale_cli.annotation.engine.annotate`) or on a Dask cluster
+(:mod:`rationale_cli.annotation.dask_engine`). It returns a :class:`Predicted`: what was done.
+
+The command line and the Python API make the same call; what is printed is theirs.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from rationale_cli.models.decoding import OWN, Decoding
-from rationale_cli.annotation.engine import WINDOW, Job, Shard, Tally, annotate, count_documents, refuse_finished
+from rationale_cli.annotation.engine import (UNKNOWN_WARNING, WINDOW, Job, Shard, Tally, annotate, count_documents,
+                                             refuse_finished)
 from rationale_cli.data import sources
 from rationale_cli.data.records import Record
+from rationale_cli.runs.inference import asked_decoding, check_rate_over, parse_decoding
+from rationale_cli.runs.run_directory import load_for_inference
 from rationale_cli.runtime.atomic import writable_target
-from rationale_cli.runtime.errors import UserError
+from rationale_cli.runtime.errors import UserError, check_at_least
+from rationale_cli.runtime.progress import Progress, no_progress
 
 ENGINES = ("local", "dask")
 
 
-@dataclass
-class Prediction:
-    """One ``rationale predict``, its options checked: the input (a path, or a copy of standard
-    input), the output and its format, how the input is read (``reader``), and how the work is
-    split (batches, windows, this process's shard, worker processes, the device to load on)."""
+@dataclass(frozen=True)
+class PredictRequest:
+    """The options of one ``rationale predict`` (the same names, with underscores, and the same
+    defaults), checked when the request is made: a :class:`UserError` with the command's line
+    for the first wrong one. ``run`` and ``out`` become paths, ``input`` a string ('-':
+    standard input; ``out`` '-': standard output), ``rate`` a share (0.1, '10%') or a count."""
 
     run: Path
     input: str
     out: Path
-    output_format: str
-    reader: dict = field(default_factory=dict)  # fmt, aspect, text_col, id_field, split
+    format: str = "auto"
+    aspect: int | None = None
+    split: str = "test"
+    text_col: str | None = None
+    id_field: str = "id"
+    output_format: str = "auto"
     batch_size: int = 64
     window: int = WINDOW
-    shard: Shard = Shard()
+    shard: str = "0/1"
+    threads: int = 0
     workers: int = 1
+    rate: str | float | int | None = None
+    rate_over: str = "document"
+    coherence: float | None = None
+    sentences: bool = False
     device: str = "auto"
+    force: bool = False
     engine: str = "local"
+    scheduler: str | None = None
 
-    def total(self) -> int | None:
-        """The input's documents, for a progress bar; None where not known in advance (a shard's)."""
-        total = count_documents(self.input) if self.shard.count == 1 else None
-        fmt = self.reader.get("fmt", "auto")
-        if total and (fmt in ("csv", "tsv") or (fmt == "auto" and Path(self.input).suffix.lower() in (".csv", ".tsv"))):
+    def __post_init__(self) -> None:
+        for name, kind in (("run", Path), ("input", str), ("out", Path)):
+            object.__setattr__(self, name, kind(getattr(self, name)))
+        for flag, value, low in (("--batch-size", self.batch_size, 1), ("--window", self.window, 1),
+                                 ("--threads", self.threads, 0), ("--workers", self.workers, 1)):
+            check_at_least(flag, value, low)
+        check_rate_over(self.rate, self.rate_over)
+        parts, written = self.parts, self.written_format
+        if self.corpus_rate and parts.count > 1:
+            raise UserError("--rate-over corpus holds the share over the whole input, which a shard does not see")
+        if str(self.out) == "-" and written == "parquet":
+            raise UserError("--out -: standard output takes jsonl or csv, not parquet")
+        if self.engine not in ENGINES:
+            raise UserError(f"--engine {self.engine}: expected local or dask")
+        if self.workers > 1 and (self.engine == "dask" or self.device.startswith("cuda")):
+            raise UserError("--workers: processes on this machine's CPU, not with --engine dask or --device cuda")
+        cpus = os.cpu_count() or 1
+        for flag, value in (("--threads", self.threads), ("--workers", self.workers)):
+            if value > cpus:  # torch crashes on a huge thread count; each worker holds a model
+                raise UserError(f"{flag} {value}: at most {cpus}, the CPUs of this machine")
+        asked = [name for name, given in (("rate", self.rate is not None), ("coherence", self.coherence is not None),
+                                          ("sentences", self.sentences)) if given]
+        if self.engine == "dask" and asked:
+            raise UserError(f"--{asked[0]} is not available with --engine dask")
+
+    @property
+    def parts(self) -> Shard:
+        """This process's shard of the input's windows."""
+        return Shard.parse(self.shard)
+
+    @property
+    def written_format(self) -> str:
+        """The output's format: ``output_format``, or for 'auto' the one of ``out``'s extension."""
+        from rationale_cli.output.writers import output_format
+
+        return output_format(self.out, self.output_format)
+
+    @property
+    def corpus_rate(self) -> bool:
+        """Whether the decoding needs the whole input (a rate held over the corpus)."""
+        return self.rate_over == "corpus"
+
+    @property
+    def reader(self) -> dict:
+        """How the input is read: the keywords of :func:`rationale_cli.data.sources.run_documents`."""
+        return dict(fmt=self.format, aspect=self.aspect, text_col=self.text_col, id_field=self.id_field,
+                    split=self.split)
+
+    @property
+    def load_device(self) -> str:
+        """Where the run is loaded: the CPU for worker processes, else ``device``."""
+        return "cpu" if self.workers > 1 else self.device
+
+    def records(self, source: str, config) -> Iterator[Record]:
+        """The documents of ``source`` (the input, or the file standard input was kept in), as a run
+        of ``config`` reads them (unlabelled)."""
+        return sources.run_documents(source, config, labelled=False, **self.reader)
+
+    def total(self, source: str) -> int | None:
+        """The documents of ``source``, for a progress bar; None where not known in advance (a shard's)."""
+        total = count_documents(source) if self.parts.count == 1 else None
+        if total and (self.format in ("csv", "tsv") or (self.format == "auto" and Path(source).suffix.lower()
+                                                        in (".csv", ".tsv"))):
             total -= 1  # the header
         return total
 
-    def records(self, config) -> Iterator[Record]:
-        """The input's documents, as a run of ``config`` reads them (unlabelled)."""
-        return sources.run_documents(self.input, config, labelled=False, **self.reader)
-
-    def job(self, decoding: Decoding = OWN) -> Job:
-        return Job(self.input, self.out, self.output_format, self.reader, self.batch_size, self.window, self.shard,
+    def job(self, source: str, decoding: Decoding = OWN) -> Job:
+        """The engine's job (:class:`rationale_cli.annotation.engine.Job`): this request on ``source``,
+        its output format and shard resolved, decoded as ``decoding`` says."""
+        return Job(source, self.out, self.written_format, self.reader, self.batch_size, self.window, self.parts,
                    workers=self.workers, decoding=decoding)
 
 
-def plan_prediction(run: str | Path, input: str, out: str | Path, *, format: str = "auto", aspect: int | None = None,
-                    split: str = "test", text_col: str | None = None, id_field: str = "id",
-                    output_format: str = "auto", batch_size: int = 64, window: int = WINDOW, shard: str = "0/1",
-                    threads: int = 0, workers: int = 1, device: str = "auto", engine: str = "local",
-                    whole_input: bool = False) -> Prediction:
-    """The options of ``rationale predict`` checked (one error line for the first wrong one) and
-    resolved: the output format from ``out``'s extension for 'auto', standard input ('-') read
-    into a file, the CPU for ``workers`` > 1; torch's thread count set when ``threads`` is given.
-    ``whole_input``: the decoding needs the whole input (a rate held over the corpus), which a
-    shard does not see."""
+@dataclass(frozen=True)
+class Predicted:
+    """What one :func:`predict` did: the output (``out``), the documents written by this call
+    (``documents``) beside those an interrupted run had written before (``resumed``), their
+    ``tokens``, the share of them unknown to the model's vocabulary, documents per second, the
+    signal that stopped it (``stopped``; None: ``out`` is complete), the decoding used, and the
+    engine (``dask`` reports documents only)."""
+
+    out: Path
+    documents: int
+    resumed: int = 0
+    tokens: int = 0
+    unknown_share: float = 0.0
+    speed: float = 0.0
+    stopped: int | None = None
+    decoding: Decoding = OWN
+    engine: str = "local"
+
+    @classmethod
+    def of(cls, out: Path, tally: Tally, stopped: int | None, decoding: Decoding) -> Predicted:
+        speed = tally.documents / tally.seconds if tally.seconds else 0.0
+        return cls(out, tally.documents, tally.resumed, tally.tokens, tally.unknown_share, speed, stopped, decoding)
+
+    @property
+    def where(self) -> str:
+        """The output, for a message."""
+        return "standard output" if str(self.out) == "-" else str(self.out)
+
+    @property
+    def mostly_unknown(self) -> bool:
+        """Whether so many tokens were unknown to the model that its predictions say little."""
+        return self.unknown_share > UNKNOWN_WARNING
+
+
+def predict(request: PredictRequest, *, progress: Progress = no_progress,
+            report: Callable[[str], None] = lambda line: None) -> Predicted:
+    """Carry out ``request``: read its input, load its run, parse its decoding and annotate the
+    input into its output, on this machine or on Dask. ``progress`` reports each pass over the
+    input ('scoring' for a rate held over the corpus, then 'predicting'); ``report`` gets the
+    threshold such a rate found, as a line. A rerun of a stopped request continues it."""
     import torch
 
     from rationale_cli.output.prediction import check_output
-    from rationale_cli.output.writers import output_format as choose_format
 
-    parts = Shard.parse(shard)
-    if whole_input and parts.count > 1:
-        raise UserError("--rate-over corpus holds the share over the whole input, which a shard does not see")
-    out = Path(out)
-    fmt_out = choose_format(out, output_format)
-    if str(out) == "-" and fmt_out == "parquet":
-        raise UserError("--out -: standard output takes jsonl or csv, not parquet")
-    if engine not in ENGINES:
-        raise UserError(f"--engine {engine}: expected local or dask")
-    if workers > 1 and (engine == "dask" or device.startswith("cuda")):
-        raise UserError("--workers: processes on this machine's CPU, not with --engine dask or --device cuda")
-    cpus = os.cpu_count() or 1
-    for flag, value in (("--threads", threads), ("--workers", workers)):
-        if value > cpus:  # torch crashes on a huge thread count; each worker holds a model
-            raise UserError(f"{flag} {value}: at most {cpus}, the CPUs of this machine")
-    if workers > 1:
-        device = "cpu"  # what the workers run on, whatever auto would choose
-    if threads:
-        torch.set_num_threads(threads)
-    input = sources.from_stdin() if input == "-" else input
-    check_output(out, input)
-    reader = dict(fmt=format, aspect=aspect, text_col=text_col, id_field=id_field, split=split)
-    return Prediction(Path(run), input, out, fmt_out, reader, batch_size, window, parts, workers, device, engine)
+    if request.threads:
+        torch.set_num_threads(request.threads)
+    source = sources.from_stdin() if request.input == "-" else request.input
+    check_output(request.out, source)
+    if request.engine == "dask":
+        return Predicted(request.out, annotate_on_dask(request, source), engine="dask")
+    loaded, device = load_for_inference(request.run, request.load_device)
+    asked_decoding(loaded, coherence=request.coherence, sentences=request.sentences)
+    check_model_output(request, loaded)
+    total, scored = request.total(source), None
+    if request.corpus_rate:
+        refuse_finished_output(request)  # before the scoring pass, not after it
+        scored = request.records(source, loaded.config)
+    decoding, _ = parse_decoding(loaded, request.rate, request.rate_over, request.coherence,
+                                 sentences=request.sentences, records=scored, total=total,
+                                 batch_size=request.batch_size, device=device, progress=progress, report=report)
+    with progress(total, doing="predicting") as advance:
+        tally, stopped = annotate(request.job(source, decoding), loaded, request.records(source, loaded.config),
+                                  device, force=request.force, progress=advance)
+    return Predicted.of(request.out, tally, stopped, decoding)
 
 
-def annotate_on_dask(prediction: Prediction, scheduler: str | None = None) -> int:
-    """``prediction`` on a Dask cluster (``--engine dask``; a local one without ``scheduler``):
-    the number of documents written."""
+def annotate_on_dask(request: PredictRequest, source: str) -> int:
+    """``request`` on a Dask cluster (``--engine dask``; a local one without a scheduler) over
+    ``source``: the number of documents written."""
     from rationale_cli.annotation import dask_engine
 
-    id_field = prediction.reader.get("id_field", "id")
-    device = "cpu" if prediction.device == "auto" else prediction.device
-    return dask_engine.annotate(prediction.input, str(prediction.run), prediction.out, scheduler=scheduler,
-                                text_col=prediction.reader.get("text_col") or "text",
-                                id_col=None if id_field == "id" else id_field, batch_size=prediction.batch_size,
-                                device=device)
+    device = "cpu" if request.device == "auto" else request.device
+    return dask_engine.annotate(source, str(request.run), request.out, scheduler=request.scheduler,
+                                text_col=request.text_col or "text",
+                                id_col=None if request.id_field == "id" else request.id_field,
+                                batch_size=request.batch_size, device=device)
 
 
-def check_model_output(prediction: Prediction, loaded) -> None:
+def check_model_output(request: PredictRequest, loaded) -> None:
     """Refuse an output format the loaded run's task cannot fill (ERASER results hold class scores)."""
-    if prediction.output_format == "eraser" and loaded.task.name != "classification":
+    if request.written_format == "eraser" and loaded.task.name != "classification":
         raise UserError("--output-format eraser: ERASER results hold class scores; this model predicts a score "
                         "(a regression run)")
 
 
-def refuse_finished_output(prediction: Prediction, force: bool) -> None:
-    """Refuse, before a pass over the input, an output a finished run already wrote (unless ``force``)."""
-    target = None if force or str(prediction.out) == "-" else writable_target(prediction.out)
+def refuse_finished_output(request: PredictRequest) -> None:
+    """Refuse, before a pass over the input, an output a finished run already wrote (unless forced)."""
+    target = None if request.force or str(request.out) == "-" else writable_target(request.out)
     if target is not None:
         refuse_finished(target)
-
-
-def annotate_prediction(prediction: Prediction, loaded, device, *, force: bool = False,
-                        progress: Callable[[int], None] = lambda n: None,
-                        decoding: Decoding = OWN) -> tuple[Tally, int | None]:
-    """Annotate the input into the output with the loaded run (:func:`engine.annotate`): the
-    tally, and the signal that stopped it (None when it finished)."""
-    records = prediction.records(loaded.config)
-    return annotate(prediction.job(decoding), loaded, records, device, force=force, progress=progress)
 
 
 def merge_outputs(parts: Sequence[Path], out: Path, force: bool = False) -> int:

@@ -1,16 +1,17 @@
 """What the commands share: the Typer ``app`` they register on, the consoles, the
-:func:`friendly` error wrapper, option checks and help texts used by several commands,
-the progress reporter, the tables of scores, and the test-time decoding asked on the command
-line (``--rate``, ``--rate-over``, ``--coherence`` of predict, evaluate and explain): parsed
-once into a :class:`rationale_cli.models.decoding.Decoding` (:func:`parse_decoding`), which the commands
-pass to the library."""
+:func:`friendly` error wrapper, help texts used by several commands (among them those of the
+test-time decoding, ``--rate``, ``--rate-over``, ``--coherence`` and ``--sentences``), the
+progress reporter and the tables of scores. What the commands check and parse of those
+options is the library's (:func:`rationale_cli.runtime.errors.check_at_least`,
+:func:`rationale_cli.runs.inference.parse_decoding`,
+:func:`rationale_cli.runs.run_directory.load_for_inference`), which the Python API calls too."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 import typer
 import typer.core
@@ -20,9 +21,6 @@ from rich.text import Text
 
 from rationale_cli.data.readers import FORMATS
 from rationale_cli.runtime.errors import UserError
-
-if TYPE_CHECKING:
-    from rationale_cli.models.decoding import Decoding
 
 
 def unlabelled_help(cls):
@@ -78,6 +76,11 @@ def stderr() -> Console:
     return Console(stderr=True, soft_wrap=True, markup=False)
 
 
+def print_line(line: str) -> None:
+    """A message of the library (its ``report`` argument) on standard error, as it is."""
+    stderr().print(line, highlight=False)
+
+
 def stdout() -> Console:
     return Console(markup=False)
 
@@ -101,20 +104,6 @@ def friendly(command):
             raise typer.Exit(130) from None
 
     return wrapper
-
-
-def check_at_least(flag: str, value: int, low: int) -> None:
-    if value < low:
-        raise UserError(f"{flag} {value}: expected an integer >= {low}")
-
-
-def load_for_inference(run: Path, device: str, epoch: int | None = None):
-    """The run directory ``run`` loaded on ``device`` (auto resolved), and that device."""
-    from rationale_cli.runtime.devices import resolve_device
-    from rationale_cli.runs.run_directory import load_run
-
-    dev = resolve_device(device)
-    return load_run(run, dev, epoch), dev
 
 
 def signal_name(number: int) -> str:
@@ -281,33 +270,3 @@ COHERENCE_HELP = ("Decode with this cost per 0/1 transition between adjacent tok
 SENTENCES_HELP = ("Select whole sentences: each document keeps as many tokens as its decoding chose, in the "
                   "sentences whose tokens score highest on average (the fewest that hold that many). Sentences are "
                   "ERASER's lines, else split after sentence-final punctuation.")
-
-
-def check_rate_over(rate: Optional[str], rate_over: str) -> None:
-    """``--rate-over``: one of its two scopes, and corpus only with a share to hold."""
-    if rate_over not in ("document", "corpus"):
-        raise UserError(f"--rate-over {rate_over}: expected document or corpus")
-    if rate_over == "corpus" and rate is None:
-        raise UserError("--rate-over corpus: give the share to hold with --rate")
-
-
-def parse_decoding(loaded, rate: Optional[str], rate_over: str, coherence: Optional[float], *, sentences=False,
-                   records=None, batch_size: int = 64, device="cpu", scoring=None) -> tuple[Decoding, dict]:
-    """The decoding ``--rate``, ``--rate-over``, ``--coherence`` and ``--sentences`` ask of the loaded run, parsed
-    once (:mod:`rationale_cli.runs.inference`), and what evaluate reports of it. Over a corpus,
-    ``records`` (wrapped by ``scoring``, a progress reporter, if given) are read once for the
-    threshold, which is then printed."""
-    from rationale_cli.runs.inference import asked_decoding, at_corpus_rate, decoding_metrics
-    from rationale_cli.runtime.progress import counted, no_progress
-
-    if rate_over != "corpus":
-        decoding = asked_decoding(loaded, rate=rate, coherence=coherence, sentences=sentences)
-        return decoding, decoding_metrics(decoding)
-    asked_decoding(loaded, coherence=coherence, sentences=sentences)  # checked before the scoring pass
-    with scoring() if scoring else no_progress(None) as advance:
-        decoding, share = at_corpus_rate(loaded, rate, counted(records, advance), coherence=coherence,
-                                         sentences=sentences, batch_size=batch_size, device=device)
-    if scoring:
-        stderr().print(f"decoding at threshold {decoding.threshold:.6g}, which keeps {100 * share:g}% of "
-                       "the input's tokens", highlight=False)
-    return decoding, decoding_metrics(decoding, share)

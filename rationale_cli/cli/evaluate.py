@@ -10,9 +10,10 @@ import typer
 
 from rationale_cli.cli._util import (ASPECT_HELP, BATCH_HELP, COHERENCE_HELP, DEVICE_HELP, FORMAT_HELP,
                                      PER_DOCUMENT_HELP, RATE_HELP, RATE_OVER_HELP, RUN_HELP, SENTENCES_HELP,
-                                     SPLIT_HELP, Command, app, check_at_least, check_rate_over, friendly,
-                                     load_for_inference, on_stderr, parse_decoding, print_scores)
-from rationale_cli.runs.inference import asked_decoding
+                                     SPLIT_HELP, Command, app, friendly, on_stderr, print_line, print_scores)
+from rationale_cli.runs.inference import asked_decoding, check_rate_over, parse_decoding
+from rationale_cli.runs.run_directory import load_for_inference
+from rationale_cli.runtime.errors import check_at_least
 
 
 @app.command(cls=Command)
@@ -54,8 +55,8 @@ def evaluate(
     asked_decoding(loaded, coherence=coherence, sentences=sentences)
     records = list(sources.run_documents(data, loaded.config, fmt=format, aspect=aspect, split=split))
     decoding, asked = parse_decoding(loaded, rate, rate_over, coherence, sentences=sentences, records=records,
-                                     batch_size=batch_size, device=dev,
-                                     scoring=lambda: on_stderr(len(records), doing="scoring"))
+                                     total=len(records), batch_size=batch_size, device=dev, progress=on_stderr,
+                                     report=print_line)
     metrics, rows = evaluate_model(loaded, records, batch_size=batch_size, device=dev, faithfulness=faithfulness,
                                    decoding=decoding, progress=on_stderr)
     if leakage_probe:

@@ -1,20 +1,22 @@
-"""``rationale predict``: annotate a corpus (:mod:`rationale_cli.annotation.predict_job`)."""
+"""``rationale predict``: annotate a corpus, one library call
+(:func:`rationale_cli.annotation.predict_job.predict` of a
+:class:`~rationale_cli.annotation.predict_job.PredictRequest`), which the Python API makes too."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from rich.text import Text
 
-from rationale_cli.annotation.engine import UNKNOWN_WARNING, WINDOW
+from rationale_cli.annotation.engine import WINDOW
 from rationale_cli.cli._util import (ASPECT_HELP, BATCH_HELP, COHERENCE_HELP, DEVICE_HELP, FORMAT_HELP, RATE_HELP,
-                                     RATE_OVER_HELP, RUN_HELP, SENTENCES_HELP, SPLIT_HELP, Command, app,
-                                     check_at_least, check_rate_over, friendly, load_for_inference, parse_decoding,
-                                     progress_reporter, signal_name, stderr)
-from rationale_cli.runs.inference import asked_decoding
-from rationale_cli.runtime.errors import UserError
+                                     RATE_OVER_HELP, RUN_HELP, SENTENCES_HELP, SPLIT_HELP, Command, app, friendly,
+                                     on_stderr, print_line, signal_name, stderr)
+
+if TYPE_CHECKING:
+    from rationale_cli.annotation.predict_job import Predicted
 
 
 @app.command(cls=Command)
@@ -59,57 +61,40 @@ def predict(
     stopped. INPUT '-' reads standard input, --out - writes standard output:
     rationale predict RUN - --out - | jq
     """
-    from rationale_cli.annotation.predict_job import (annotate_on_dask, annotate_prediction, check_model_output,
-                                                      plan_prediction, refuse_finished_output)
+    from rationale_cli.annotation.predict_job import PredictRequest
+    from rationale_cli.annotation.predict_job import predict as annotate_corpus
     from rationale_cli.runtime.devices import flush_denormals
 
     flush_denormals()  # this process's own: the API leaves the caller's floats as they are
+    request = PredictRequest(run, input, out, format=format, aspect=aspect, split=split, text_col=text_col,
+                             id_field=id_field, output_format=output_format, batch_size=batch_size, window=window,
+                             shard=shard, threads=threads, workers=workers, rate=rate, rate_over=rate_over,
+                             coherence=coherence, sentences=sentences, device=device, force=force, engine=engine,
+                             scheduler=scheduler)
+    done = annotate_corpus(request, progress=on_stderr, report=print_line)
+    print_outcome(done)
+    if done.stopped is not None:
+        raise typer.Exit(128 + done.stopped)
 
-    check_at_least("--batch-size", batch_size, 1)
-    check_at_least("--window", window, 1)
-    check_at_least("--threads", threads, 0)
-    check_at_least("--workers", workers, 1)
-    check_rate_over(rate, rate_over)
-    job = plan_prediction(run, input, out, format=format, aspect=aspect, split=split, text_col=text_col,
-                          id_field=id_field, output_format=output_format, batch_size=batch_size, window=window,
-                          shard=shard, threads=threads, workers=workers, device=device, engine=engine,
-                          whole_input=rate_over == "corpus")
-    if job.engine == "dask":
-        asked = [name for name, given in (("rate", rate is not None), ("coherence", coherence is not None),
-                                          ("sentences", sentences)) if given]
-        if asked:
-            raise UserError(f"--{asked[0]} is not available with --engine dask")
-        count = annotate_on_dask(job, scheduler)
-        stderr().print(f"wrote {count:,} predictions to {out}", highlight=False)
+
+def print_outcome(done: Predicted) -> None:
+    """What predict says at the end, on standard error: what it wrote (or where it stopped and
+    how to continue), and a warning when most tokens were unknown to the model."""
+    if done.engine == "dask":
+        print_line(f"wrote {done.documents:,} predictions to {done.out}")
         return
-    loaded, dev = load_for_inference(run, job.device)
-    asked_decoding(loaded, coherence=coherence, sentences=sentences)
-    check_model_output(job, loaded)
-    total = job.total()
-    scored = None
-    if rate_over == "corpus":
-        refuse_finished_output(job, force)  # before the scoring pass, not after it
-        scored = job.records(loaded.config)
-    decoding, _ = parse_decoding(loaded, rate, rate_over, coherence, sentences=sentences, records=scored,
-                                 batch_size=batch_size, device=dev,
-                                 scoring=lambda: progress_reporter(stderr(), total, doing="scoring"))
-    with progress_reporter(stderr(), total) as advance:
-        tally, stopped = annotate_prediction(job, loaded, dev, force=force, progress=advance, decoding=decoding)
-    speed = tally.documents / tally.seconds if tally.seconds else 0.0
-    where = "standard output" if str(out) == "-" else str(out)
-    if stopped is not None:  # only the partial output is there: OUT is written when the run completes
-        before = f" ({tally.documents + tally.resumed:,} in all)" if tally.resumed else ""
-        stderr().print(f"stopped by {signal_name(stopped)} after {tally.documents:,} more documents{before}; "
-                       f"{where} is not written yet: run the same command again to continue", highlight=False)
+    where = done.where
+    if done.stopped is not None:  # only the partial output is there: OUT is written when the run completes
+        before = f" ({done.documents + done.resumed:,} in all)" if done.resumed else ""
+        print_line(f"stopped by {signal_name(done.stopped)} after {done.documents:,} more documents{before}; "
+                   f"{where} is not written yet: run the same command again to continue")
     else:
-        if tally.resumed:
-            where += f" after the {tally.resumed:,} of the interrupted run"
-        stderr().print(f"wrote {tally.documents:,} predictions to {where}: {tally.tokens:,} tokens, "
-                       f"{100 * tally.unknown_share:.1f}% unknown to the model's vocabulary, {speed:,.0f} "
-                       "documents/s", highlight=False)
-    if tally.unknown_share > UNKNOWN_WARNING:
-        stderr().print(Text(f"warning: {100 * tally.unknown_share:.0f}% of the tokens are unknown to the model's "
+        if done.resumed:
+            where += f" after the {done.resumed:,} of the interrupted run"
+        print_line(f"wrote {done.documents:,} predictions to {where}: {done.tokens:,} tokens, "
+                   f"{100 * done.unknown_share:.1f}% unknown to the model's vocabulary, {done.speed:,.0f} "
+                   "documents/s")
+    if done.mostly_unknown:
+        stderr().print(Text(f"warning: {100 * done.unknown_share:.0f}% of the tokens are unknown to the model's "
                             "vocabulary, so its predictions say little about these documents (was it trained on "
                             "text like them?)", style="yellow"))
-    if stopped is not None:
-        raise typer.Exit(128 + stopped)

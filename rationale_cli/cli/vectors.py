@@ -6,7 +6,8 @@ from pathlib import Path
 
 import typer
 
-from rationale_cli.cli._util import FORMAT_HELP, Command, app, check_at_least, friendly, progress_reporter, stderr
+from rationale_cli.cli._util import FORMAT_HELP, Command, app, friendly, progress_reporter, stderr
+from rationale_cli.runtime.errors import check_at_least
 
 
 @app.command(cls=Command)

@@ -5,7 +5,7 @@ corpus, a transition cost)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import torch
 from torch import Tensor
@@ -17,6 +17,7 @@ from rationale_cli.data.records import Record
 from rationale_cli.runs.task import Task
 from rationale_cli.data.vocab import UNK, Vocab
 from rationale_cli.runtime.errors import UserError
+from rationale_cli.runtime.progress import Progress, counted, no_progress
 from rationale_cli.models.budget import Budget
 from rationale_cli.models.decoding import OWN, Decoding
 from rationale_cli.models.model import RationaleModel
@@ -175,3 +176,31 @@ def decoding_metrics(decoding: Decoding, corpus_share: float | None = None) -> d
     if corpus_share is not None:
         reported.update(test_rate=corpus_share, test_rate_over="corpus", test_threshold=decoding.threshold)
     return reported
+
+
+def check_rate_over(rate: str | float | None, rate_over: str) -> None:
+    """``--rate-over``: one of its two scopes, and corpus only with a share to hold."""
+    if rate_over not in ("document", "corpus"):
+        raise UserError(f"--rate-over {rate_over}: expected document or corpus")
+    if rate_over == "corpus" and rate is None:
+        raise UserError("--rate-over corpus: give the share to hold with --rate")
+
+
+def parse_decoding(loaded, rate: str | float | None, rate_over: str, coherence: float | None, *,
+                   sentences: bool = False, records: Iterable[Record] | None = None, total: int | None = None,
+                   batch_size: int = 64, device: str | torch.device = "cpu", progress: Progress = no_progress,
+                   report: Callable[[str], None] = lambda line: None) -> tuple[Decoding, dict]:
+    """The decoding ``--rate``, ``--rate-over``, ``--coherence`` and ``--sentences`` ask of the run
+    ``loaded``, parsed once (:func:`asked_decoding`, :func:`at_corpus_rate`), and what evaluate
+    reports of it (:func:`decoding_metrics`). Over a corpus, ``records`` (``total`` of them, if
+    known) are read once for the threshold, that pass reported to ``progress`` ('scoring'), and
+    the threshold found to ``report``, as a line."""
+    if rate_over != "corpus":
+        decoding = asked_decoding(loaded, rate=rate, coherence=coherence, sentences=sentences)
+        return decoding, decoding_metrics(decoding)
+    asked_decoding(loaded, coherence=coherence, sentences=sentences)  # checked before the scoring pass
+    with progress(total, doing="scoring") as advance:
+        decoding, share = at_corpus_rate(loaded, rate, counted(records, advance), coherence=coherence,
+                                         sentences=sentences, batch_size=batch_size, device=device)
+    report(f"decoding at threshold {decoding.threshold:.6g}, which keeps {100 * share:g}% of the input's tokens")
+    return decoding, decoding_metrics(decoding, share)

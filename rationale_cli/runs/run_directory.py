@@ -186,3 +186,11 @@ def load_run(path: str | Path, device: str | torch.device = "cpu", epoch: int | 
         raise UserError(f"{weights}: weights do not match config.json ({first} {detail})") from None
     model.to(device).eval()
     return Run(path, config, vocab, task, model)
+
+
+def load_for_inference(run: str | Path, device: str, epoch: int | None = None) -> tuple[Run, torch.device]:
+    """The run directory ``run`` loaded on ``device`` (auto resolved), and that device."""
+    from rationale_cli.runtime.devices import resolve_device
+
+    dev = resolve_device(device)
+    return load_run(run, dev, epoch), dev

@@ -18,3 +18,9 @@ class UserError(Exception):
 def where(path: str | Path, line: int | None = None) -> str:
     """``file`` or ``file:line`` for error messages (lines count from 1)."""
     return f"{path}:{line}" if line is not None else str(path)
+
+
+def check_at_least(flag: str, value: int, low: int) -> None:
+    """One error line unless the integer option ``flag`` is at least ``low``."""
+    if value < low:
+        raise UserError(f"{flag} {value}: expected an integer >= {low}")
