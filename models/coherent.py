@@ -3,7 +3,7 @@
 Lei et al. (2016, section 3) make rationales contiguous with a cost per 0/1 transition
 between adjacent tokens, ``lambda * sum_i |z_i - z_{i-1}|``. At test time, for an extractor
 whose decoding has no such cost inside its scores (all but the mask-set ones,
-:mod:`rationale_cli.models.selectors.mask_set`), :func:`in_runs` keeps the number of tokens its decoding
+:mod:`rationale_cli.models.selectors.marginalization.mask_set`), :func:`in_runs` keeps the number of tokens its decoding
 chose per document and places them where
 
     sum_i z_i s_i - lambda * transitions(z)

@@ -9,7 +9,7 @@ threshold, or with another transition cost.
   for a whole corpus holds a rate over the corpus (``rationale_cli.runs.inference.corpus_threshold``);
 - ``coherence``: the cost per 0/1 transition between adjacent tokens. A mask-set selector
   subtracts it from every mask's score (Lei et al.'s coherence inside the score,
-  :mod:`rationale_cli.models.selectors.mask_set`; None keeps the trained one); every other extractor keeps
+  :mod:`rationale_cli.models.selectors.marginalization.mask_set`; None keeps the trained one); every other extractor keeps
   the count its decoding chose per document and places it in runs (:mod:`rationale_cli.models.coherent`);
 - ``sentences``: every extractor keeps the count its decoding chose per document and places it
   in whole sentences (:func:`rationale_cli.models.coherent.in_sentences`); the caller gives each token's

@@ -13,7 +13,7 @@ holds the same multiplier.
 :class:`RateOptions` are the options shared by the extractors that hold a selection rate in
 training this way (``hardkuma``; ``bernoulli`` with ``lagrangian``): the budget as a target,
 the multiplier's step size and augmented-Lagrangian weight, and whether each choice depends on
-the previous ones (:mod:`rationale_cli.models.selectors.dependent`).
+the previous ones (:mod:`rationale_cli.models.selectors.binary.dependent`).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from rationale_cli.runs.task import infer_task
 from rationale_cli.training.trainer import train_config
 from rationale_cli.data.vocab import Vocab
 from rationale_cli.models.model import RationaleModel
-from rationale_cli.models.selectors.attention import AttentionSelector
+from rationale_cli.models.selectors.attention.attention import AttentionSelector
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 SMALL = dict(extractor="attention", encoder="cnn", embedding_dim=16, hidden_size=16, batch_size=50, epochs=2)

@@ -10,7 +10,7 @@ from helpers import train_on_demo
 
 from rationale_cli.models.distributions.hardkuma import HardKuma
 from rationale_cli.models.lagrangian import LagrangeMultiplier
-from rationale_cli.models.selectors.hardkuma import HardKumaSelector, expected_costs
+from rationale_cli.models.selectors.binary.hardkuma import HardKumaSelector, expected_costs
 
 SHAPES = [(0.5, 0.5), (1.0, 1.0), (2.0, 3.0), (0.3, 2.0), (5.0, 0.4)]
 
@@ -166,7 +166,7 @@ def test_dependent_selector_matches_the_step_by_step_definition():
     """The pre-projected loop equals eq. 16 written out: a, b = f([h_i; s_{i-1}]), s_i = rcnn([h_i; z_i])."""
     import torch.nn.functional as F
 
-    from rationale_cli.models.selectors.hardkuma import most_likely
+    from rationale_cli.models.selectors.binary.hardkuma import most_likely
 
     torch.manual_seed(1)
     selector = HardKumaSelector(6, dependent=True, z_hidden=5).eval()

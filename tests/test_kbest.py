@@ -9,7 +9,7 @@ import torch
 from rationale_cli.models.distributions.chain_ksubset import ChainKSubset
 from rationale_cli.models.distributions.subset_tree import NEG
 from rationale_cli.models.native.kbest import kmax_merge
-from rationale_cli.models.selectors.topk_sparsemax import TopKSparsemaxSelector
+from rationale_cli.models.selectors.marginalization.topk_sparsemax import TopKSparsemaxSelector
 
 
 def all_scores(theta, n, budget):

@@ -13,7 +13,7 @@ import rationale_cli.models.native as native
 from rationale_cli.models.distributions.hardkuma import HardKuma
 from rationale_cli.models.encoders.recurrence import _rcnn_backward, _rcnn_forward, rcnn_scan, rcnn_scan_autograd
 from rationale_cli.models.native import greedy_masks, hardkuma_scan, rcnn
-from rationale_cli.models.selectors.hardkuma import HardKumaSelector, most_likely
+from rationale_cli.models.selectors.binary.hardkuma import HardKumaSelector, most_likely
 
 pytestmark = pytest.mark.skipif(native.library("rcnn_steps") is None, reason="no C compiler here")
 

@@ -6,7 +6,7 @@ import torch
 from rationale_cli.models.budget import Budget
 from rationale_cli.models.model import RationaleModel
 from rationale_cli.models.selectors import SELECTORS, build_selector
-from rationale_cli.models.selectors.attention import AttentionSelector, top_budget
+from rationale_cli.models.selectors.attention.attention import AttentionSelector, top_budget
 
 
 def test_top_budget_picks_best_tokens_per_row_and_never_padding():
@@ -75,7 +75,7 @@ def test_dependent_scan_is_the_recurrence_of_eq_16_step_by_step():
     """theta_t = head([h_t; s_{t-1}]), s_t = rcnn([h_t; z_t], s_{t-1}) (Bastings et al., eq. 16),
     written naively, against the scan with its projections hoisted out of the loop: the same
     values and the same gradients, on a padded batch."""
-    from rationale_cli.models.selectors.dependent import DependentScan
+    from rationale_cli.models.selectors.binary.dependent import DependentScan
 
     torch.manual_seed(0)
     scan = DependentScan(6, 2, z_hidden=5).double()
@@ -108,7 +108,7 @@ def test_dependent_scan_is_the_recurrence_of_eq_16_step_by_step():
 def test_hardkuma_zeros_carry_no_gradient_so_the_predictor_may_skip_them(dependent):
     """``constant_zeros``: a HardKuma sample that is exactly 0 has derivative 0 (the clamp),
     so a loss on the zeros alone gives the selector no gradient."""
-    from rationale_cli.models.selectors.hardkuma import HardKumaSelector
+    from rationale_cli.models.selectors.binary.hardkuma import HardKumaSelector
 
     torch.manual_seed(1)
     selector = HardKumaSelector(6, dependent=dependent).double()
@@ -124,14 +124,14 @@ def test_hardkuma_zeros_carry_no_gradient_so_the_predictor_may_skip_them(depende
 
 def test_relaxed_and_estimated_masks_keep_their_zeros():
     """SIMPLE's sample carries the marginals' gradient at its zeros: not skippable."""
-    from rationale_cli.models.selectors.simple import SimpleSelector
+    from rationale_cli.models.selectors.subsets.simple import SimpleSelector
 
     selection = SimpleSelector(6, budget=3)(torch.randn(2, 8, 6, requires_grad=True), torch.ones(2, 8))
     assert not selection.skippable_zeros
 
 
 def test_correlated_top_k_utilities_are_its_linear_maps_and_pair_convolution():
-    from rationale_cli.models.selectors.topk import CorrelatedTopKSelector
+    from rationale_cli.models.selectors.subsets.topk import CorrelatedTopKSelector
 
     torch.manual_seed(0)
     selector = CorrelatedTopKSelector(6, budget=3)

@@ -7,7 +7,7 @@ import torch
 from helpers import train_on_demo
 
 from rationale_cli.models.options import OptionError
-from rationale_cli.models.selectors.sparse_attention import SparseAttentionSelector
+from rationale_cli.models.selectors.attention.sparse_attention import SparseAttentionSelector
 from rationale_cli.runs.flags import option_line
 
 

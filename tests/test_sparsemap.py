@@ -77,7 +77,7 @@ def test_marginals_match_entmax_budget_sparsemax_where_the_budget_binds(seed, st
 
 
 def test_max_support_keeps_the_most_probable_masks_renormalized():
-    from rationale_cli.models.selectors.sparsemap import SparseMAPSelector
+    from rationale_cli.models.selectors.marginalization.sparsemap import SparseMAPSelector
 
     torch.manual_seed(0)
     selector = SparseMAPSelector(4, budget=0.5).double()

@@ -1,23 +1,28 @@
 """Extractors by name: the registry the model, the command line and its help read.
 
-Adding an extractor is one module (a :class:`~rationale_cli.models.selection.Selector` with its
-``Options``, ``summary`` and ``default_encoder``) and one line here. Each takes the
-selector encoder's output size first and its declared options as keywords.
+The extractors are grouped by family, one sub-package each (its docstring names the papers):
+:mod:`.binary` (a binary variable per token: HardKuma, Bernoulli), :mod:`.subsets` (exactly k
+tokens: SIMPLE, top-k, correlated top-k), :mod:`.marginalization` (sparse marginalization
+over masks: SparseMAP, top-k sparsemax), :mod:`.attention` (attention, sparse attention);
+the full-text baseline (:mod:`.full`) belongs to none. Adding an extractor is one module in
+its family's folder (a :class:`~rationale_cli.models.selection.Selector` with its ``Options``,
+``summary`` and ``default_encoder``) and one line here. Each takes the selector encoder's
+output size first and its declared options as keywords.
 """
 
 from __future__ import annotations
 
 from rationale_cli.models.options import OptionError, Spec, specs
 from rationale_cli.models.selection import Selector
-from rationale_cli.models.selectors.attention import AttentionSelector
-from rationale_cli.models.selectors.bernoulli import BernoulliSelector
+from rationale_cli.models.selectors.attention.attention import AttentionSelector
+from rationale_cli.models.selectors.attention.sparse_attention import SparseAttentionSelector
+from rationale_cli.models.selectors.binary.bernoulli import BernoulliSelector
+from rationale_cli.models.selectors.binary.hardkuma import HardKumaSelector
 from rationale_cli.models.selectors.full import FullSelector
-from rationale_cli.models.selectors.hardkuma import HardKumaSelector
-from rationale_cli.models.selectors.simple import SimpleSelector
-from rationale_cli.models.selectors.sparse_attention import SparseAttentionSelector
-from rationale_cli.models.selectors.sparsemap import SparseMAPSelector
-from rationale_cli.models.selectors.topk import CorrelatedTopKSelector, TopKSelector
-from rationale_cli.models.selectors.topk_sparsemax import TopKSparsemaxSelector
+from rationale_cli.models.selectors.marginalization.sparsemap import SparseMAPSelector
+from rationale_cli.models.selectors.marginalization.topk_sparsemax import TopKSparsemaxSelector
+from rationale_cli.models.selectors.subsets.simple import SimpleSelector
+from rationale_cli.models.selectors.subsets.topk import CorrelatedTopKSelector, TopKSelector
 
 SELECTORS: dict[str, type[Selector]] = {
     "full": FullSelector,

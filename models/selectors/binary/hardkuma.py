@@ -3,7 +3,7 @@
 Each token gets ``z_i ~ HardKuma(a_i, b_i, -0.1, 1.1)`` with ``a_i, b_i``
 softplus layers over the selector encoder's states (section 5); the *dependent*
 variant (section 6.1, eq. 16) conditions them on the sampled prefix through a
-small RCNN over ``[h_i; z_i]`` (:mod:`rationale_cli.models.selectors.dependent`).
+small RCNN over ``[h_i; z_i]`` (:mod:`rationale_cli.models.selectors.binary.dependent`).
 
 Penalties (section 4): the expected L0 per token (eq. 11) and the expected
 number of transitions per token (the fused-lasso relaxation, eq. 12), both
@@ -36,7 +36,7 @@ from rationale_cli.models.native.hardkuma_scan import compiled
 from rationale_cli.models.options import OptionError, option
 from rationale_cli.models.search import OneOf
 from rationale_cli.models.selection import Selection, Selector, selected_share
-from rationale_cli.models.selectors.dependent import DependentScan
+from rationale_cli.models.selectors.binary.dependent import DependentScan
 
 
 def expected_costs(log_p0: Tensor, log_nonzero: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:

@@ -4,7 +4,7 @@ budget (Correia et al., 2020, section 4.2; the distribution is in
 
 Token scores ``t_i`` come from a linear layer over the selector encoder's states;
 with ``pairwise``, a coherence factor scores adjacent selected tokens, and
-``coherence`` costs each 0/1 transition (:mod:`rationale_cli.models.selectors.mask_set`).
+``coherence`` costs each 0/1 transition (:mod:`rationale_cli.models.selectors.marginalization.mask_set`).
 Each document's budget B comes from ``budget`` (a share or a count, a cap). SparseMAP
 returns a handful of masks with at most B tokens and their weights; the trainer
 evaluates the predictor on each mask and sums the losses weighted by xi: no
@@ -24,7 +24,7 @@ from torch import Tensor
 
 from rationale_cli.models.distributions.sparsemap import sparsemap
 from rationale_cli.models.options import option
-from rationale_cli.models.selectors.mask_set import MaskSetOptions, MaskSetSelector
+from rationale_cli.models.selectors.marginalization.mask_set import MaskSetOptions, MaskSetSelector
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from rationale_cli.models.distributions.chain_ksubset import ChainKSubset
 from rationale_cli.models.options import option
 from rationale_cli.models.search import Searched
 from rationale_cli.models.selection import Selection, Selector
-from rationale_cli.models.selectors.simple import KSubsetOptions
+from rationale_cli.models.selectors.subsets.simple import KSubsetOptions
 
 
 def gumbel_like(x: Tensor) -> Tensor:

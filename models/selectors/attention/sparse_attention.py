@@ -1,6 +1,6 @@
 """Sparse and structured attention as a rationale (Niculae & Blondel, 2017, sections 2-3).
 
-The attention classifier of :mod:`rationale_cli.models.selectors.attention` with the softmax
+The attention classifier of :mod:`rationale_cli.models.selectors.attention.attention` with the softmax
 replaced by ``Pi_Omega(x) = argmax_y <y, x> - gamma Omega(y)`` over the simplex:
 
 - ``sparsemax``: ``Omega = 1/2 ||y||^2``, ``sparsemax(x / gamma)`` (Martins &
@@ -26,7 +26,7 @@ from torch import Tensor
 
 from rationale_cli.models.options import OptionError, Options, option
 from rationale_cli.models.prox import oscar_prox, tv_prox
-from rationale_cli.models.selectors.attention import AttentionSelector
+from rationale_cli.models.selectors.attention.attention import AttentionSelector
 
 PROX = {"fusedmax": tv_prox, "oscarmax": oscar_prox}
 DEFAULT_LAMBDA = {"sparsemax": 0.0, "fusedmax": 0.1, "oscarmax": 0.01}

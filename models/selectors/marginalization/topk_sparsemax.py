@@ -4,7 +4,7 @@
 
 Token scores theta come from a linear layer over the selector encoder's states; a
 mask's score is ``<theta, z>``, plus ``sum_i w_i z_i z_{i+1}`` with ``pairwise``, less
-``coherence`` per 0/1 transition (:mod:`rationale_cli.models.selectors.mask_set`), and each
+``coherence`` per 0/1 transition (:mod:`rationale_cli.models.selectors.marginalization.mask_set`), and each
 document's budget is at most ``budget`` tokens (a share or a count, a cap). The K best masks (``top_masks``) are
 enumerated exactly, ``xi = sparsemax(their scores)``, and the trainer sums the
 task loss over the masks with ``xi > 0``: deterministic, no sampling. Whenever fewer
@@ -22,7 +22,7 @@ from torch import Tensor
 from rationale_cli.models.distributions.chain_ksubset import ChainKSubset
 from rationale_cli.models.distributions.subset_tree import NEG
 from rationale_cli.models.options import option
-from rationale_cli.models.selectors.mask_set import MaskSetOptions, MaskSetSelector
+from rationale_cli.models.selectors.marginalization.mask_set import MaskSetOptions, MaskSetSelector
 
 
 @dataclass(frozen=True)

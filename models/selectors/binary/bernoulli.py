@@ -50,7 +50,7 @@ from rationale_cli.models.options import OptionError, option
 from rationale_cli.models.ranks import mean_over_ranks
 from rationale_cli.models.search import OneOf
 from rationale_cli.models.selection import Selection, Selector, selected_share
-from rationale_cli.models.selectors.dependent import DependentScan
+from rationale_cli.models.selectors.binary.dependent import DependentScan
 
 BASELINES = ("none", "ema", "loo")
 
