@@ -12,12 +12,17 @@ A page asks for a generated part with a marker line of its own:
     the opening and the summary table of ``benchmarks/RESULTS.md``.
 
 Nothing generated is written into ``docs/``: the site cannot drift from the code.
+
+The API reference reads the sources as they install (``models/`` is ``rationale_cli.models``,
+pyproject's package-dir): :func:`installed_view` lays them out so in ``build/api-sources``, a
+folder of links, when mkdocs starts; mkdocs.yml gives mkdocstrings that path.
 The functions are plain (no MkDocs objects), so ``tests/test_docs.py`` calls them too.
 """
 
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -212,3 +217,21 @@ def expand(markdown: str) -> str:
 
 def on_page_markdown(markdown: str, page, config, files, **kwargs) -> str:
     return expand(markdown)
+
+
+
+def installed_view(view: Path) -> Path:
+    """``view`` (made anew) holding ``rationale_cli/`` as it installs: links to its entries and
+    ``models`` linked to the top-level ``models/`` folder."""
+    shutil.rmtree(view, ignore_errors=True)
+    package = view / "rationale_cli"
+    package.mkdir(parents=True)
+    for entry in (ROOT / "rationale_cli").iterdir():
+        if entry.name != "__pycache__":
+            (package / entry.name).symlink_to(entry)
+    (package / "models").symlink_to(ROOT / "models")
+    return view
+
+
+def on_startup(**kwargs) -> None:
+    installed_view(ROOT / "build" / "api-sources")  # mkdocs.yml's mkdocstrings path, before any plugin reads it

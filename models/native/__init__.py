@@ -8,7 +8,7 @@ same math as the PyTorch code it stands in for (each is tested against it):
 - :mod:`rationale_cli.models.native.rcnn`: the bigram RCNN's steps (``rcnn_steps.c``), forward and
   backward, for :mod:`rationale_cli.models.encoders.recurrence` (the whole loop, where PyTorch carries MKL);
 - :mod:`rationale_cli.models.native.hardkuma_scan`: the dependent HardKuma selector's sampling loop
-  (``hardkuma_scan.c``), forward and backward, for :mod:`rationale_cli.models.selectors.dependent`;
+  (``hardkuma_scan.c``), forward and backward, for :mod:`rationale_cli.models.selectors.binary.dependent`;
 - :mod:`rationale_cli.models.native.dropout`: dropout with a hashed mask (``dropout.c``), for every encoder;
 - :mod:`rationale_cli.models.native.greedy_masks`: SparseMAP's starting support (``greedy_masks.c``, float64),
   for :mod:`rationale_cli.models.distributions.sparsemap`;

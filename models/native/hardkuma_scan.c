@@ -1,6 +1,6 @@
 /* The dependent HardKuma selector's sampling loop, forward and backward, one document row at
  * a time (models/native/hardkuma_scan.py loads it). The same math as
- * models/selectors/dependent.py with HardKuma.rsample as the draw (Bastings et al. 2019,
+ * models/selectors/binary/dependent.py with HardKuma.rsample as the draw (Bastings et al. 2019,
  * section 6.1, eq. 16; eqs. 10a-10c):
  *
  *   theta_t = steps[t, :2] + h_{t-1} head_s                  (a, b = clamp(softplus(theta)))

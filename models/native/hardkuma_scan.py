@@ -1,5 +1,5 @@
 """The dependent HardKuma selector's sampling loop compiled (``hardkuma_scan.c``): the whole
-loop of :class:`rationale_cli.models.selectors.dependent.DependentScan` with ``HardKuma.rsample`` as its
+loop of :class:`rationale_cli.models.selectors.binary.dependent.DependentScan` with ``HardKuma.rsample`` as its
 draw, forward and backward, one call each, instead of some thirty autograd operations per
 token. Same math and the same noise (tested against the PyTorch loop)."""
 
