@@ -31,9 +31,12 @@ def movies_inputs(data_dir: str, vectors: Path | None = None) -> tuple[Path, Pat
 def word_inputs(parser: argparse.ArgumentParser, encoder: str | None, pretrained: Path | None,
                 vectors: str | Path) -> list[str]:
     """``train``'s options for what the encoders read: a transformer's folder with ``--encoder
-    hf`` (no word vectors), else the word vectors; one without the other is a usage error."""
+    hf`` (no word vectors), nothing with ``--encoder bow`` (its own vectors over word ids), else
+    the word vectors; a transformer without ``--pretrained`` or the reverse is a usage error."""
     if (encoder == "hf") != (pretrained is not None):
         parser.error("--encoder hf goes with --pretrained DIR, and --pretrained with --encoder hf")
+    if encoder == "bow":
+        return []
     return ["--pretrained", str(pretrained.resolve())] if pretrained else ["--embeddings", str(vectors)]
 
 

@@ -2,6 +2,10 @@
 
 - ``rcnn``, ``lstm``, ``cnn``: that encoder on both sides and a linear output layer
   (Lei et al., 2016; Bastings et al., 2019, appendix B).
+- ``bow``: the bag of unigrams and hashed bigrams (:mod:`rationale_cli.models.encoders.bow`) on both
+  sides: its cheap contextual states for the selector, the gated mean of the rationale's n-grams
+  for the predictor, and a linear output layer. It reads word ids, so no word embeddings exist
+  when both sides are ``bow`` (or ``hf``); ``--predictor-encoder bow`` keeps another selector.
 - ``l2x``: the L2X selector network (global and local branch, :mod:`rationale_cli.models.encoders.l2x`;
   SIMPLE's beer setup, Ahmed et al., 2023, appendix C.3) and the convolutional predictor below.
 - ``sst-simple`` / ``sst-complex``: the selectors of Paulus et al. (2020, appendix D.6):
@@ -47,24 +51,25 @@ class Architecture:
 
     @property
     def reads_vectors(self) -> bool:
-        """Whether an encoder reads word embeddings (not both transformers)."""
+        """Whether an encoder reads word embeddings (not both reading word ids: hf, bow)."""
         return not all(e is None or e.reads_ids for e in (self.selector_encoder, self.predictor_encoder))
 
 
 @dataclass(frozen=True)
 class ArchitectureEntry:
-    """A registry entry: ``help`` (one line) and ``build(input_size, hidden_size, outputs, dropout)``,
-    all three parts (the selector encoder included)."""
+    """A registry entry: ``help`` (one line) and ``build(input_size, hidden_size, outputs, dropout,
+    vocab_size=None)``, all three parts (the selector encoder included)."""
 
     help: str
-    build: Callable[[int, int, int, float], Architecture]
+    build: Callable[..., Architecture]
 
 
 def _same_encoder(kind: str) -> Callable[[int, int, int, float], Architecture]:
     """Encoder ``kind`` on both sides and a linear output layer."""
-    def build(input_size: int, hidden_size: int, outputs: int, dropout: float) -> Architecture:
-        selector = build_encoder(kind, input_size, hidden_size, dropout=dropout)
-        predictor = build_encoder(kind, input_size, hidden_size, dropout=dropout)
+    def build(input_size: int, hidden_size: int, outputs: int, dropout: float,
+              vocab_size: int | None = None) -> Architecture:
+        selector = build_encoder(kind, input_size, hidden_size, dropout=dropout, vocab_size=vocab_size)
+        predictor = build_encoder(kind, input_size, hidden_size, dropout=dropout, vocab_size=vocab_size)
         return Architecture(selector, predictor, nn.Sequential(Dropout(dropout),
                                                                nn.Linear(predictor.output_size, outputs)))
     return build
@@ -72,7 +77,8 @@ def _same_encoder(kind: str) -> Callable[[int, int, int, float], Architecture]:
 
 def _conv_predictor(selector: Callable[[int, int, float], Encoder]) -> Callable[[int, int, int, float], Architecture]:
     """``selector(input_size, hidden_size, dropout)`` and the D.6 convolutional predictor and head."""
-    def build(input_size: int, hidden_size: int, outputs: int, dropout: float) -> Architecture:
+    def build(input_size: int, hidden_size: int, outputs: int, dropout: float, vocab_size: int | None = None
+              ) -> Architecture:
         return Architecture(selector(input_size, hidden_size, dropout), CNNEncoder(input_size, hidden_size, layers=2),
                             nn.Sequential(Dropout(dropout), nn.Linear(hidden_size, hidden_size), nn.ReLU(),
                                           nn.Linear(hidden_size, outputs)))
@@ -93,13 +99,16 @@ ARCHITECTURES: dict[str, ArchitectureEntry] = {
     "sst-complex": ArchitectureEntry(
         "two width-3 convolutions as selector and a convolutional predictor (Paulus et al. 2020, D.6)",
         _conv_predictor(lambda i, h, dropout: CNNEncoder(i, h, layers=2, dropout=dropout))),
+    "bow": ArchitectureEntry("a bag of the rationale's unigrams and hashed bigrams (fastText-like) on both sides",
+                             _same_encoder("bow")),
 }
 
 
-def side(kind: str, input_size: int, hidden_size: int, dropout: float, pretrained: Pretrained | None) -> Encoder:
-    """One encoder of :data:`SIDES`; the transformer needs ``pretrained``."""
+def side(kind: str, input_size: int, hidden_size: int, dropout: float, pretrained: Pretrained | None,
+         vocab_size: int | None = None) -> Encoder:
+    """One encoder of :data:`SIDES`; the transformer needs ``pretrained``, the bag of n-grams ``vocab_size``."""
     if kind != TRANSFORMER:
-        return build_encoder(kind, input_size, hidden_size, dropout=dropout)
+        return build_encoder(kind, input_size, hidden_size, dropout=dropout, vocab_size=vocab_size)
     if pretrained is None:
         raise ValueError("the hf encoder needs a pretrained transformer")
     return HFEncoder(pretrained)
@@ -107,11 +116,11 @@ def side(kind: str, input_size: int, hidden_size: int, dropout: float, pretraine
 
 def build_architecture(name: str, input_size: int, hidden_size: int, outputs: int, *, dropout: float,
                        needs_selector: bool, selector: str | None = None, predictor: str | None = None,
-                       pretrained: Pretrained | None = None) -> Architecture:
+                       pretrained: Pretrained | None = None, vocab_size: int | None = None) -> Architecture:
     """The parts of :data:`ARCHITECTURES` ``name`` (or of the transformer, ``hf``, from
     ``pretrained``); with ``selector`` or ``predictor``, that encoder of :data:`SIDES` on its
     side (the other side ``name``'s encoder) and a linear output layer. No selector encoder
-    when ``needs_selector`` is false."""
+    when ``needs_selector`` is false. ``vocab_size``: the vocabulary's, which a ``bow`` side needs."""
     if name not in ARCHITECTURES and name != TRANSFORMER:
         raise ValueError(f"unknown encoder {name!r}; expected one of {', '.join((*ARCHITECTURES, TRANSFORMER))}")
     if selector or predictor or name == TRANSFORMER:
@@ -119,11 +128,11 @@ def build_architecture(name: str, input_size: int, hidden_size: int, outputs: in
         if any(kind not in SIDES for kind in kinds):
             raise ValueError(f"selector and predictor encoders {' and '.join(kinds)}: each side is one of "
                              f"{', '.join(SIDES)}")
-        first = side(kinds[0], input_size, hidden_size, dropout, pretrained) if needs_selector else None
-        second = side(kinds[1], input_size, hidden_size, dropout, pretrained)
+        first = side(kinds[0], input_size, hidden_size, dropout, pretrained, vocab_size) if needs_selector else None
+        second = side(kinds[1], input_size, hidden_size, dropout, pretrained, vocab_size)
         parts = Architecture(first, second, nn.Sequential(Dropout(dropout), nn.Linear(second.output_size, outputs)))
     else:
-        parts = ARCHITECTURES[name].build(input_size, hidden_size, outputs, dropout)
+        parts = ARCHITECTURES[name].build(input_size, hidden_size, outputs, dropout, vocab_size=vocab_size)
     if not needs_selector:
         parts.selector_encoder = None
     return parts

@@ -3,7 +3,9 @@
 An embedding layer feeds a selector encoder whose states a :class:`Selector`
 turns into a weighted set of masks; a predictor encoder reads each masked
 input ``x * z`` (recurrent encoders skip tokens with ``z = 0``, convolutions
-read zeros there; a transformer reads the words with ``z > 0`` alone, :mod:`rationale_cli.models.encoders.hf`)
+read zeros there; a transformer reads the words with ``z > 0`` alone, :mod:`rationale_cli.models.encoders.hf`;
+a bag of n-grams weighs each word by its z and each bigram by the product of its two z,
+:mod:`rationale_cli.models.encoders.bow`)
 and an output layer makes the prediction. The encoders and the output layer come from a named
 architecture (:mod:`rationale_cli.models.architectures`). Every extractor plugs in through the Selection
 interface, so nothing here depends on which one is used.
@@ -49,11 +51,12 @@ class RationaleModel(nn.Module):
         kind = selector_class(extractor) if isinstance(extractor, str) else extractor
         parts = build_architecture(encoder, embedding_dim, hidden_size, outputs, dropout=dropout,
                                    needs_selector=kind.needs_states, selector=selector_encoder,
-                                   predictor=predictor_encoder, pretrained=pretrained)
+                                   predictor=predictor_encoder, pretrained=pretrained, vocab_size=vocab_size)
         self.embed = nn.Embedding(vocab_size, embedding_dim, padding_idx=0) if parts.reads_vectors else None
         if embeddings is not None:
             if self.embed is None:
-                raise ValueError("word vectors are read by an rcnn, lstm or cnn side; both sides here are hf")
+                raise ValueError("word vectors are read by an rcnn, lstm or cnn side; both sides here read word ids "
+                                 "(hf, bow)")
             self.embed.weight.data.copy_(embeddings)
         if self.embed is not None:
             self.embed.weight.requires_grad_(not freeze_embeddings)
@@ -119,7 +122,7 @@ class RationaleModel(nn.Module):
         padding = mask if rows is None else mask[rows]
         gate = masks * padding
         if self.predictor_encoder.reads_ids:
-            return self.output(self.predictor_encoder(ids if rows is None else ids[rows], gate)[1])
+            return self.output(self.predictor_encoder.summary(ids if rows is None else ids[rows], gate))
         read = gate if self.predictor_encoder.skips_unselected else padding
         tokens = TokenRows(ids, self.embed.weight, gate) if ids is not None and rows is None and not self.training \
             else None

@@ -45,15 +45,16 @@ def test_parts_follow_the_papers():
 def test_every_architecture_has_a_help_line_and_runs(name):
     assert ARCHITECTURES[name].help.strip() and "\n" not in ARCHITECTURES[name].help
     torch.manual_seed(0)
-    parts = build_architecture(name, 6, 8, 3, dropout=0.1, needs_selector=True)
+    parts = build_architecture(name, 6, 8, 3, dropout=0.1, needs_selector=True, vocab_size=20)
     x, mask = torch.randn(2, 5, 6), torch.tensor([[1.0, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
-    states, _ = parts.selector_encoder(x, mask)
-    _, summary = parts.predictor_encoder(x, mask)
+    ids = torch.randint(1, 20, (2, 5))
+    states, _ = parts.selector_encoder(ids if parts.selector_encoder.reads_ids else x, mask)
+    _, summary = parts.predictor_encoder(ids if parts.predictor_encoder.reads_ids else x, mask)
     assert states.shape[:2] == (2, 5) and parts.output(summary).shape == (2, 3)
 
 
 def test_unknown_architecture_names_the_known_ones():
-    with pytest.raises(ValueError, match="expected one of rcnn, lstm, cnn, l2x, sst-simple, sst-complex, hf$"):
+    with pytest.raises(ValueError, match="expected one of rcnn, lstm, cnn, l2x, sst-simple, sst-complex, bow, hf$"):
         build_architecture("gru", 6, 8, 1, dropout=0.1, needs_selector=True)
 
 
@@ -61,7 +62,7 @@ def test_the_two_sides_may_have_different_encoders():
     parts = build_architecture("rcnn", 6, 8, 3, dropout=0.1, needs_selector=True, predictor="cnn")
     assert isinstance(parts.selector_encoder, RCNNEncoder) and isinstance(parts.predictor_encoder, CNNEncoder)
     assert parts.output[-1].in_features == 8 and parts.reads_vectors
-    with pytest.raises(ValueError, match="each side is one of rcnn, lstm, cnn, hf"):
+    with pytest.raises(ValueError, match="each side is one of rcnn, lstm, cnn, bow, hf"):
         build_architecture("l2x", 6, 8, 3, dropout=0.1, needs_selector=True, predictor="cnn")
     with pytest.raises(ValueError, match="needs a pretrained transformer"):
         build_architecture("cnn", 6, 8, 3, dropout=0.1, needs_selector=True, selector="hf")

@@ -292,8 +292,9 @@ def test_training_gradient_of_the_cnn_summary_goes_to_the_first_of_tied_maxima()
 
 def test_empty_sequences():
     for kind in ENCODERS:
-        enc = build_encoder(kind, IN, HID)
-        states, summary = enc(torch.randn(2, 0, IN), torch.ones(2, 0))
+        enc = build_encoder(kind, IN, HID, vocab_size=10)
+        x = torch.zeros(2, 0, dtype=torch.long) if enc.reads_ids else torch.randn(2, 0, IN)
+        states, summary = enc(x, torch.ones(2, 0))
         assert states.shape == (2, 0, enc.output_size) and torch.all(summary == 0)
 
 
@@ -449,7 +450,7 @@ def test_merged_directions_have_the_gradient_of_their_plain_slices(directions):
 
 
 def test_build_encoder_kinds_and_errors():
-    assert tuple(ENCODERS) == ("rcnn", "lstm", "cnn")
+    assert tuple(ENCODERS) == ("rcnn", "lstm", "cnn", "bow")
     assert isinstance(build_encoder("rcnn", 4, 3), RCNNEncoder)
     assert isinstance(build_encoder("lstm", 4, 3, bidirectional=False), LSTMEncoder)
     cnn = build_encoder("cnn", 4, 3, kernel_size=5, dropout=0.1)

@@ -82,7 +82,9 @@ class Encoder(nn.Module):
     document for all its masks, so the encoder does not draw it again.
 
     ``reads_ids``: the encoder reads word ids ``[B, T]`` in place of embeddings, and the gate
-    as its mask (the transformer encoder, :mod:`rationale_cli.models.encoders.hf`, which embeds subwords)."""
+    as its mask, ``forward(ids, gate)`` and ``summary(ids, gate)`` (the transformer encoder,
+    :mod:`rationale_cli.models.encoders.hf`, which embeds subwords; the bag of n-grams,
+    :mod:`rationale_cli.models.encoders.bow`, which has its own vectors)."""
 
     output_size: int
     skips_unselected: bool = True
@@ -111,7 +113,10 @@ class Encoder(nn.Module):
 
     def summary(self, x: Tensor, mask: Tensor, tokens: TokenRows | None = None, skip: bool = False,
                 dropped: bool = False) -> Tensor:
-        """``forward(...)[1]``: an encoder may leave the states it does not return unformed."""
+        """``forward(...)[1]``: an encoder may leave the states it does not return unformed. An
+        encoder that ``reads_ids`` is given ids and the gate alone."""
+        if self.reads_ids:
+            return self(x, mask)[1]
         return self(x, mask, tokens, skip=skip, dropped=dropped)[1]
 
     def uses_tokens(self, x: Tensor, tokens: TokenRows | None) -> bool:
