@@ -38,16 +38,25 @@ import json
 import sys
 from pathlib import Path
 
-from rationale_cli.models.budget import Budget
-from rationale_cli.models.selectors import option_specs
-from rationale_cli.data.readers import read_records
-from rationale_cli.runtime.devices import resolve_device
-from rationale_cli.training.trainer import split_validation
-
-from common import (GLOVE, append_result, device_name, git_commit, invocation, rationale, rationale_command,
-                    runs_folder, word_inputs)
+from common import (
+    GLOVE,
+    append_result,
+    device_name,
+    git_commit,
+    invocation,
+    rationale,
+    rationale_command,
+    runs_folder,
+    word_inputs,
+)
 from cross_fit import cross_fit
 from report import write_report
+
+from rationale_cli.data.readers import read_records
+from rationale_cli.models.budget import Budget
+from rationale_cli.models.selectors import option_specs
+from rationale_cli.runtime.devices import resolve_device
+from rationale_cli.training.trainer import split_validation
 
 # the architectures of the papers' beer experiments (the toolkit's default is rcnn for every extractor)
 PAPER_ENCODERS = {"simple": "l2x", "topk": "sst-complex", "corr-topk": "sst-complex"}

@@ -20,6 +20,7 @@ from rationale_cli.api import load
 from rationale_cli.data.readers.beer import ASPECTS, iter_beer_annotations
 from rationale_cli.data.records import mask_to_spans
 
+
 def false_positives(by_aspect: list[list], aspect: int, selections: list[list[int]]) -> dict:
     """Counts for one run: ``selected``, ``true`` (in the aspect's gold), per other aspect the
     false positives its gold holds (a token may be gold for several), and ``outside``

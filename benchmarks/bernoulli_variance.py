@@ -19,15 +19,15 @@ from __future__ import annotations
 import argparse
 
 import torch
-from rationale_cli.models.model import RationaleModel
+from common import append_result, git_commit, invocation
+from report import write_report
+
 from rationale_cli.data.batching import make_batch
 from rationale_cli.data.sources import load
 from rationale_cli.data.vocab import Vocab
+from rationale_cli.models.model import RationaleModel
 from rationale_cli.runs.task import Regression
 from rationale_cli.training.loop import training_loss
-
-from common import append_result, git_commit, invocation
-from report import write_report
 
 BASELINES = ("none", "ema", "loo")
 

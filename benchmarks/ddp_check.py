@@ -16,9 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from safetensors.torch import load_file
-
 from resume_check import same_weights
+from safetensors.torch import load_file
 
 OPTIONS = ["--data", "demo", "--extractor", "hardkuma", "--epochs", "2", "--seed", "5", "--embedding-dim", "16",
            "--hidden-size", "16", "--batch-size", "100"]

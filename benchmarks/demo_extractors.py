@@ -30,10 +30,10 @@ import json
 import tempfile
 from pathlib import Path
 
-from rationale_cli.models.selectors import SELECTORS, option_specs
-
 from common import append_result, git_commit, rationale
 from report import write_report
+
+from rationale_cli.models.selectors import SELECTORS, option_specs
 
 SIZES = ["--embedding-dim", "50", "--hidden-size", "64", "--batch-size", "20", "--lr", "0.002", "--patience", "0"]
 OWN = {"hardkuma": ["--transitions", "0.06"], "bernoulli": ["--lagrangian", "--baseline", "loo", "--samples", "4"]}

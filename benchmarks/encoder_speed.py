@@ -20,6 +20,7 @@ import statistics
 import time
 
 import torch
+
 from rationale_cli.models.encoders import ENCODERS, build_encoder
 from rationale_cli.models.encoders.recurrence import (
     lstm_scan_autograd,

@@ -40,12 +40,20 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rationale_cli.models.selectors import option_specs
-from rationale_cli.data.readers import read_records
-
-from common import (append_result, git_commit, invocation, movies_inputs, rationale, runs_folder, vectors_name,
-                    word_inputs)
+from common import (
+    append_result,
+    git_commit,
+    invocation,
+    movies_inputs,
+    rationale,
+    runs_folder,
+    vectors_name,
+    word_inputs,
+)
 from report import write_report
+
+from rationale_cli.data.readers import read_records
+from rationale_cli.models.selectors import option_specs
 
 
 def largest_difference(official, ours, path: str = "") -> tuple[float, int, list[str]]:

@@ -23,12 +23,12 @@ import argparse
 import json
 from pathlib import Path
 
-import rationale_cli as rationale_api
-from rationale_cli.models.decoding import Decoding
-from rationale_cli.data.readers import read_records
-
 from common import append_result, git_commit, invocation, movies_inputs, rationale, runs_folder, vectors_name
 from report import write_report
+
+import rationale_cli as rationale_api
+from rationale_cli.data.readers import read_records
+from rationale_cli.models.decoding import Decoding
 
 
 def write_rationales(model, data: Path, split: str, decoding: Decoding, out: Path) -> float:

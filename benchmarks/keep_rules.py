@@ -22,14 +22,14 @@ import sys
 from pathlib import Path
 
 import torch
-from rationale_cli.models.decoding import OWN, Decoding
+from common import append_result, git_commit, invocation
+from report import pct, write_report
+
 from rationale_cli.data import sources
+from rationale_cli.models.decoding import OWN, Decoding
 from rationale_cli.runs.inference import corpus_threshold, evaluate
 from rationale_cli.runs.keep import Keep
 from rationale_cli.runs.run_directory import epoch_weights, load_run, read_json
-
-from common import append_result, git_commit, invocation
-from report import pct, write_report
 
 
 def chosen_epoch(history: list[dict], keep: Keep) -> int:

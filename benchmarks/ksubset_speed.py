@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import os
 
-import torch
-import rationale_cli.models.native as native
-from rationale_cli.models.distributions.ksubset import KSubset, simple_estimator
-
 import reference_ksubset
+import torch
 from common import append_result, git_commit, invocation, timed, timing_parser, timing_setup
 from report import write_report
+
+import rationale_cli.models.native as native
+from rationale_cli.models.distributions.ksubset import KSubset, simple_estimator
 
 
 def library(method: str):

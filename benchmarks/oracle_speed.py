@@ -11,10 +11,10 @@ calls it; pair scores ``0.5 N(0, 1)``, the budget 13% of each review).
 from __future__ import annotations
 
 import torch
-from rationale_cli.models.distributions.chain_ksubset import ChainKSubset
-
 from common import append_result, git_commit, invocation, timed, timing_parser, timing_setup
 from report import write_report
+
+from rationale_cli.models.distributions.chain_ksubset import ChainKSubset
 
 
 def main() -> None:

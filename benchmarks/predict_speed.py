@@ -34,9 +34,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from rationale_cli.data.readers.beer import iter_beer
-
 from common import ROOT, append_result, commit_tree, git_commit, measured
+
+from rationale_cli.data.readers.beer import iter_beer
 
 
 def corpus(beer: Path, size: int, path: Path, text: bool = False) -> None:

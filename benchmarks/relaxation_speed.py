@@ -10,11 +10,11 @@ as the paper's code does), measured side by side in one run.
 from __future__ import annotations
 
 import torch
-from rationale_cli.models.distributions.chain_ksubset import ChainKSubset
-from rationale_cli.models.distributions.ksubset import KSubset
-
 from common import append_result, git_commit, invocation, timed, timing_parser, timing_setup
 from report import write_report
+
+from rationale_cli.models.distributions.chain_ksubset import ChainKSubset
+from rationale_cli.models.distributions.ksubset import KSubset
 
 
 def relaxation(name: str, unary, pairwise, mask, k):

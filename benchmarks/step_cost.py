@@ -30,15 +30,15 @@ import random
 from pathlib import Path
 
 import torch
-from rationale_cli.models.model import RationaleModel
+from common import append_result, git_commit, invocation, timed, timing_parser, timing_setup
+from report import write_report
+
 from rationale_cli.data.batching import Batch, length_batches, make_batch
 from rationale_cli.data.readers import read_records
+from rationale_cli.models.model import RationaleModel
 from rationale_cli.runs.run_directory import build_model, load_run
 from rationale_cli.runs.task import Regression
 from rationale_cli.training.loop import training_step
-
-from common import append_result, git_commit, invocation, timed, timing_parser, timing_setup
-from report import write_report
 
 VARIANTS = {
     "full": ("full", {}),

@@ -28,10 +28,10 @@ import tempfile
 from pathlib import Path
 
 import torch
-from rationale_cli.data.readers.beer import iter_beer
-
 from common import ROOT, append_result, commit_tree, cpu_model, git_commit, invocation, measured, vectors_name
 from report import write_report
+
+from rationale_cli.data.readers.beer import iter_beer
 
 # each extractor's beer protocol (aspect 0 where it has one): encoder and options
 PROTOCOLS = {

@@ -38,7 +38,6 @@ from rationale_cli.models.encoders import ENCODERS, CNNEncoder, Encoder, L2XEnco
 from rationale_cli.models.encoders.hf import HFEncoder, Pretrained
 from rationale_cli.models.native.dropout import Dropout
 
-
 TRANSFORMER = "hf"  # the pretrained transformer: an architecture and a side of its own
 SIDES = (*ENCODERS, TRANSFORMER)  # what each side of a mixed pair may be
 

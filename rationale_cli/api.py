@@ -18,18 +18,18 @@ from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 import torch
 
-from rationale_cli.runs.config import TrainConfig, resolve
-from rationale_cli.runtime.devices import resolve_device
-from rationale_cli.runtime.errors import UserError
-from rationale_cli.runs.inference import at_corpus_rate, run_model
-from rationale_cli.output.prediction import Rationale
 from rationale_cli.data.sources import Document, as_records
-from rationale_cli.runs.task import Task
 from rationale_cli.data.vocab import Vocab
 from rationale_cli.models.decoding import OWN, Decoding
 from rationale_cli.models.model import RationaleModel
 from rationale_cli.models.selection import Selector
 from rationale_cli.models.selectors import all_option_specs
+from rationale_cli.output.prediction import Rationale
+from rationale_cli.runs.config import TrainConfig, resolve
+from rationale_cli.runs.inference import at_corpus_rate, run_model
+from rationale_cli.runs.task import Task
+from rationale_cli.runtime.devices import resolve_device
+from rationale_cli.runtime.errors import UserError
 from rationale_cli.runtime.progress import Progress, no_progress
 
 if TYPE_CHECKING:
@@ -70,8 +70,8 @@ class Model:
         ``console``, a rich Console, by default the terminal) and, with ``html``, a page."""
         from rich.console import Console
 
-        from rationale_cli.runtime.atomic import write_text_atomic
         from rationale_cli.output.render import print_documents, render_html
+        from rationale_cli.runtime.atomic import write_text_atomic
 
         outputs = list(run_model(self.model, self.vocab, self.task, as_records(documents), device=self.device,
                                  decoding=decoding))

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from rationale_cli.data import sources
 from rationale_cli.annotation.engine import Shard, count_documents, partial_path, shard_record_path, state_path
-from rationale_cli.data.batching import capped_batches
 from rationale_cli.cli import app
-from rationale_cli.runtime.errors import UserError
+from rationale_cli.data import sources
+from rationale_cli.data.batching import capped_batches
 from rationale_cli.data.records import Record
+from rationale_cli.runtime.errors import UserError
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -10,18 +10,18 @@ from safetensors import safe_open
 from typer.testing import CliRunner
 
 import rationale_cli as rationale
-from rationale_cli.data import sources
-from rationale_cli.training.callbacks import summary_line
 from rationale_cli.cli import app
-from rationale_cli.runs.config import from_values
-from rationale_cli.runtime.errors import UserError
-from rationale_cli.training.loop import Callback, Epoch, fit
-from rationale_cli.runs.run_directory import build_model
-from rationale_cli.runs.task import infer_task
-from rationale_cli.training.trainer import train_config
+from rationale_cli.data import sources
 from rationale_cli.data.vocab import Vocab
 from rationale_cli.models.model import RationaleModel
 from rationale_cli.models.selectors.attention.attention import AttentionSelector
+from rationale_cli.runs.config import from_values
+from rationale_cli.runs.run_directory import build_model
+from rationale_cli.runs.task import infer_task
+from rationale_cli.runtime.errors import UserError
+from rationale_cli.training.callbacks import summary_line
+from rationale_cli.training.loop import Callback, Epoch, fit
+from rationale_cli.training.trainer import train_config
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 SMALL = dict(extractor="attention", encoder="cnn", embedding_dim=16, hidden_size=16, batch_size=50, epochs=2)

@@ -133,8 +133,8 @@ def test_training_that_diverges_stops_with_one_line_and_no_nan_anywhere(tmp_path
 
 
 def test_json_output_never_holds_nan(tmp_path):
-    from rationale_cli.runtime.safe_json import to_json_line
     from rationale_cli.runs.run_directory import write_json
+    from rationale_cli.runtime.safe_json import to_json_line
 
     line = to_json_line({"prediction": float("nan"), "token_scores": [0.5, float("inf")]})
     assert json.loads(line) == {"prediction": None, "token_scores": [0.5, None]}
@@ -249,8 +249,8 @@ def test_the_lock_is_one_per_run_whatever_the_path_names_it(tmp_path):
 
 
 def test_a_csv_row_with_extra_fields_is_refused_not_shifted(tmp_path):
-    from rationale_cli.runtime.errors import UserError
     from rationale_cli.data.readers import read_records
+    from rationale_cli.runtime.errors import UserError
 
     table = tmp_path / "t.csv"
     table.write_text('id,text,label\n1,"a thick, white head",0.8,murky\n2,clear gold,0.9\n')

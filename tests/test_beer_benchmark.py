@@ -4,9 +4,9 @@ import gzip
 import importlib.util
 import json
 import sys
+from pathlib import Path
 
 import pytest
-from pathlib import Path
 
 from rationale_cli.data.readers import read_records
 from rationale_cli.data.word2vec import distinct_texts
@@ -152,6 +152,7 @@ def test_report_summary_compares_a_rate_extractor_at_the_protocol_rate_and_blind
 
 def test_cross_fit_pools_per_document_rows_as_evaluate_does(tmp_path):
     from typer.testing import CliRunner
+
     from rationale_cli.cli import app
 
     cross_fit = load_script("cross_fit")

@@ -7,7 +7,13 @@ import math
 import pytest
 import torch
 
-from rationale_cli.models.selectors.binary.bernoulli import BernoulliSelector, counts, expected_counts, log_prob, prefix_counts
+from rationale_cli.models.selectors.binary.bernoulli import (
+    BernoulliSelector,
+    counts,
+    expected_counts,
+    log_prob,
+    prefix_counts,
+)
 
 N = 6
 X = torch.linspace(-1.0, 1.0, N, dtype=torch.float64)

@@ -9,14 +9,14 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from rationale_cli.data import sources
-from rationale_cli.cli import app
 from rationale_cli.annotation.dask_engine import annotate, annotate_partition
-from rationale_cli.runtime.errors import UserError
-from rationale_cli.runs.inference import run_model
+from rationale_cli.cli import app
+from rationale_cli.data import sources
 from rationale_cli.data.readers.table import iter_table
 from rationale_cli.data.records import mask_to_spans
+from rationale_cli.runs.inference import run_model
 from rationale_cli.runs.run_directory import load_run
+from rationale_cli.runtime.errors import UserError
 
 pytest.importorskip("dask.distributed")
 pytest.importorskip("pyarrow")

@@ -5,12 +5,12 @@ import pytest
 import torch
 
 import rationale_cli as rationale
-from rationale_cli.models.budget import Budget
-from rationale_cli.models.decoding import Decoding
-from rationale_cli.models.model import RationaleModel
 from rationale_cli.annotation.engine import Job
 from rationale_cli.annotation.windows import annotate_window
 from rationale_cli.data import sources
+from rationale_cli.models.budget import Budget
+from rationale_cli.models.decoding import Decoding
+from rationale_cli.models.model import RationaleModel
 from rationale_cli.runs.run_directory import load_run
 
 SMALL = dict(encoder="cnn", embedding_dim=16, hidden_size=16, batch_size=50, epochs=1, seed=0)

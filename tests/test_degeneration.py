@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from rationale_cli.models.model import RationaleModel
 from rationale_cli.data.batching import Batch
+from rationale_cli.models.model import RationaleModel
 from rationale_cli.runs.config import from_values
 from rationale_cli.runs.task import Classification, Regression
 from rationale_cli.training.loop import training_loss

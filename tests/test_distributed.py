@@ -15,12 +15,12 @@ from safetensors.torch import load_file, save_file
 
 from rationale_cli.data import sources
 from rationale_cli.data.batching import make_batch
+from rationale_cli.data.vocab import Vocab
 from rationale_cli.runs.config import from_values
-from rationale_cli.training.distributed import share, wrap
-from rationale_cli.training.loop import training_loss
 from rationale_cli.runs.run_directory import build_model
 from rationale_cli.runs.task import infer_task
-from rationale_cli.data.vocab import Vocab
+from rationale_cli.training.distributed import share, wrap
+from rationale_cli.training.loop import training_loss
 
 ROOT = Path(__file__).resolve().parent.parent
 BATCH = 16  # per process

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from rationale_cli.data.batching import SEP, make_batch
-from rationale_cli.evaluation.faithfulness import faithfulness_summary, scored_documents, top_tokens, variants
 from rationale_cli.data.records import Record
-from rationale_cli.runs.task import Classification
 from rationale_cli.data.vocab import Vocab
+from rationale_cli.evaluation.faithfulness import faithfulness_summary, scored_documents, top_tokens, variants
+from rationale_cli.runs.task import Classification
 
 WORDS = ["the", "film", "is", "good", "bad", "dull", "what", "?"]
 P_GOOD = math.exp(4) / (1 + math.exp(4))  # p(POS) with 'good' read

@@ -12,13 +12,13 @@ import random
 import pytest
 from typer.testing import CliRunner
 
-from rationale_cli.data import sources
 from rationale_cli.cli import app
-from rationale_cli.runtime.errors import UserError
-from rationale_cli.runs.inference import evaluate, run_model
+from rationale_cli.data import sources
 from rationale_cli.output.prediction import Rationale
-from rationale_cli.runtime.safe_json import to_json_line
+from rationale_cli.runs.inference import evaluate, run_model
 from rationale_cli.runs.run_directory import load_run
+from rationale_cli.runtime.errors import UserError
+from rationale_cli.runtime.safe_json import to_json_line
 
 CASES = int(os.environ.get("RATIONALE_FUZZ_CASES", "240"))
 

@@ -86,8 +86,8 @@ def test_the_predictor_reads_the_selected_words_alone_renumbered(demo, tiny):
     were the whole text: the same states as the transformer run on those words alone."""
     from transformers import AutoModel, AutoTokenizer
 
-    from rationale_cli.models.encoders.hf import HFEncoder
     from rationale_cli.data.vocab import Vocab
+    from rationale_cli.models.encoders.hf import HFEncoder
     from rationale_cli.runs.pretrained import load_pretrained
 
     record = demo[0][0]
@@ -200,9 +200,9 @@ def test_every_parameter_of_an_hf_model_gets_a_gradient(demo, tiny):
     """Distributed training needs a gradient for every parameter: BERT's unused pooler is dropped."""
     from rationale_cli.data.batching import make_batch
     from rationale_cli.data.vocab import Vocab
-    from rationale_cli.runs.task import Regression
-    from rationale_cli.runs.pretrained import load_pretrained
     from rationale_cli.models.model import RationaleModel
+    from rationale_cli.runs.pretrained import load_pretrained
+    from rationale_cli.runs.task import Regression
 
     vocab = Vocab.build([r.tokens for r in demo[0]])
     model = RationaleModel(len(vocab), 8, 8, 1, encoder="hf", extractor="hardkuma",

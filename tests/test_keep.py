@@ -3,11 +3,11 @@
 import pytest
 import torch
 
-from rationale_cli.training import loop as fit_module
+from rationale_cli.models.options import OptionError
 from rationale_cli.runs.config import from_values
 from rationale_cli.runs.keep import Keep
+from rationale_cli.training import loop as fit_module
 from rationale_cli.training.loop import fit
-from rationale_cli.models.options import OptionError
 from tests.test_api import demo_parts
 
 # (validation loss, decoded validation selection rate) per epoch: the loss alone prefers

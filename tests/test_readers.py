@@ -13,10 +13,10 @@ import sys
 import pytest
 from helpers import write
 
-from rationale_cli.runtime.errors import UserError
 from rationale_cli.data.readers import FORMATS, detect_format, iter_records, read_records
 from rationale_cli.data.readers.table import iter_table
 from rationale_cli.data.tokenize import tokenize
+from rationale_cli.runtime.errors import UserError
 
 
 def jsonl(*objects) -> str:

@@ -6,7 +6,6 @@ import re
 import pytest
 from rich.console import Console
 
-from rationale_cli.runtime.atomic import atomic_path, write_text_atomic
 from rationale_cli.data.records import Record
 from rationale_cli.output.render import (
     categorize,
@@ -15,6 +14,7 @@ from rationale_cli.output.render import (
     render_html,
     render_terminal,
 )
+from rationale_cli.runtime.atomic import atomic_path, write_text_atomic
 
 
 def beer_record():

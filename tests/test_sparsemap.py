@@ -7,8 +7,13 @@ import torch
 from qp import solve_qp
 
 import rationale_cli.models.distributions.sparsemap as sparsemap_module
-from rationale_cli.models.distributions.sparsemap import (budget_oracle, budget_projection, greedy_masks, solve_sparsemap,
-                                            sparsemap)
+from rationale_cli.models.distributions.sparsemap import (
+    budget_oracle,
+    budget_projection,
+    greedy_masks,
+    solve_sparsemap,
+    sparsemap,
+)
 
 
 @pytest.fixture(params=[True, False], ids=["closed-form-start", "oracle-start"])

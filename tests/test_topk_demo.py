@@ -2,7 +2,6 @@
 (one aspect sentence of about 11 tokens; the gold share is about 28%)."""
 
 import pytest
-
 from helpers import train_on_demo
 
 

@@ -15,10 +15,10 @@ import pytest
 from typer.testing import CliRunner
 
 import rationale_cli as rationale
-from rationale_cli.models.search import OneOf, Searched
-from rationale_cli.models.selectors import SELECTORS
 from rationale_cli.cli import app
 from rationale_cli.data.synthetic import demo_records
+from rationale_cli.models.search import OneOf, Searched
+from rationale_cli.models.selectors import SELECTORS
 from rationale_cli.runs.keep import Keep
 from rationale_cli.runtime.errors import UserError
 from rationale_cli.runtime.signals import Stopped

@@ -9,9 +9,9 @@ import pytest
 import torch
 from helpers import write
 
-from rationale_cli.runtime.errors import UserError
 from rationale_cli.data.vectors import load_vectors
 from rationale_cli.data.vocab import PAD, UNK, Vocab
+from rationale_cli.runtime.errors import UserError
 
 DOCS = [["The", "beer", "is", "good"], ["the", "head", "is", "white"], ["the", "beer"]]
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import rationale_cli.models.native as native
 import rationale_cli as rationale
+import rationale_cli.models.native as native
 from rationale_cli.cli import app
 
 ROOT = Path(__file__).resolve().parent.parent

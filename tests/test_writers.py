@@ -5,12 +5,12 @@ import json
 
 import pytest
 
-from rationale_cli.runtime.errors import UserError
-from rationale_cli.runs.inference import Output
-from rationale_cli.output.prediction import Rationale
-from rationale_cli.runtime.safe_json import to_json_line
 from rationale_cli.data.records import Record, mask_to_spans
+from rationale_cli.output.prediction import Rationale
 from rationale_cli.output.writers import open_writer, output_format
+from rationale_cli.runs.inference import Output
+from rationale_cli.runtime.errors import UserError
+from rationale_cli.runtime.safe_json import to_json_line
 
 TEXT = "Nice  head, thin body."  # two spaces: a rationale from the raw text keeps them
 TOKENS = ["Nice", "head", ",", "thin", "body", "."]

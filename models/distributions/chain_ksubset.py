@@ -33,7 +33,15 @@ from torch import Tensor
 from rationale_cli.models.budget import top_k_mask
 from rationale_cli.models.distributions import chain_dp, gradient_of
 from rationale_cli.models.distributions.base import MaskDistribution
-from rationale_cli.models.distributions.subset_tree import NEG, best, boundary_utilities, leaves, log_sum, root_value, up_sweep
+from rationale_cli.models.distributions.subset_tree import (
+    NEG,
+    best,
+    boundary_utilities,
+    leaves,
+    log_sum,
+    root_value,
+    up_sweep,
+)
 
 METHODS = ("auto", "sequential", "tree")
 

@@ -12,7 +12,6 @@ from torch import Tensor, nn
 
 from rationale_cli.models.native.dropout import Dropout
 
-
 VOCABULARY_PRODUCTS = 32 << 20  # at most this many numbers in a kept vocabulary-wide product table
 # id of a layer's weight -> (what the products were made of: the weight's and the embeddings'
 # versions, which count in-place changes such as an optimizer step or load_state_dict, and their

@@ -45,7 +45,9 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from rationale_cli.models.encoders.base import TokenRows
-from rationale_cli.models.native.rcnn import compiled, rcnn_backward as compiled_backward, rcnn_forward as compiled_forward
+from rationale_cli.models.native.rcnn import compiled
+from rationale_cli.models.native.rcnn import rcnn_backward as compiled_backward
+from rationale_cli.models.native.rcnn import rcnn_forward as compiled_forward
 from rationale_cli.models.native.token_rows import token_projections as gathered_projections
 
 __all__ = [

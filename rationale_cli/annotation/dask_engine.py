@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Iterator, Sequence
 
 from rationale_cli.data.sources import as_record
 from rationale_cli.output.prediction import Rationale
-from rationale_cli.runtime.devices import resolve_device
-from rationale_cli.runtime.errors import UserError
+from rationale_cli.output.writers import parquet_schema, table_row
 from rationale_cli.runs.inference import run_model
 from rationale_cli.runs.run_directory import Run, load_run, read_json, require_run_files
 from rationale_cli.runs.task import Classification, task_from_dict
-from rationale_cli.output.writers import parquet_schema, table_row
+from rationale_cli.runtime.devices import resolve_device
+from rationale_cli.runtime.errors import UserError
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -36,15 +36,15 @@ from itertools import islice
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
+from rationale_cli.annotation.windows import WorkerDied, window_annotator
+from rationale_cli.data.records import Record
 from rationale_cli.models.decoding import OWN, Decoding
+from rationale_cli.runs.inference import Output
+from rationale_cli.runs.run_directory import WEIGHTS, Run
 from rationale_cli.runtime.allocator import keep_freed_memory
 from rationale_cli.runtime.atomic import text_output, writable_target, write_text_atomic
 from rationale_cli.runtime.errors import UserError
 from rationale_cli.runtime.signals import Stopped, stop_on_signals, writing
-from rationale_cli.annotation.windows import WorkerDied, window_annotator
-from rationale_cli.runs.inference import Output
-from rationale_cli.data.records import Record
-from rationale_cli.runs.run_directory import WEIGHTS, Run
 
 WINDOW = 4096
 UNKNOWN_WARNING = 0.5  # warn when more than this share of the tokens is unknown to the model

@@ -17,11 +17,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
-from rationale_cli.models.decoding import OWN, Decoding
-from rationale_cli.annotation.engine import (UNKNOWN_WARNING, WINDOW, Job, Shard, Tally, annotate, count_documents,
-                                             refuse_finished)
+from rationale_cli.annotation.engine import (
+    UNKNOWN_WARNING,
+    WINDOW,
+    Job,
+    Shard,
+    Tally,
+    annotate,
+    count_documents,
+    refuse_finished,
+)
 from rationale_cli.data import sources
 from rationale_cli.data.records import Record
+from rationale_cli.models.decoding import OWN, Decoding
 from rationale_cli.runs.inference import asked_decoding, check_rate_over, parse_decoding
 from rationale_cli.runs.run_directory import load_for_inference
 from rationale_cli.runtime.atomic import writable_target

@@ -10,9 +10,9 @@ from contextlib import contextmanager
 from multiprocessing.connection import Connection
 from typing import Callable, Iterator
 
-from rationale_cli.models.decoding import OWN, Decoding
 from rationale_cli.data.records import Record
 from rationale_cli.evaluation.faithfulness import scored_documents
+from rationale_cli.models.decoding import OWN, Decoding
 from rationale_cli.runs.inference import Output, run_model
 from rationale_cli.runs.run_directory import Run
 from rationale_cli.runtime.allocator import keep_freed_memory

@@ -9,17 +9,18 @@ Typer ``app`` the commands register on and what they share.
 from __future__ import annotations
 
 from rationale_cli.cli._util import app
+from rationale_cli.cli.demo import DEMO_SETTINGS, demo
+from rationale_cli.cli.evaluate import evaluate
+from rationale_cli.cli.explain import explain
+from rationale_cli.cli.merge import merge
+from rationale_cli.cli.predict import predict
+from rationale_cli.cli.report import report
+from rationale_cli.cli.score import score
+
 # each command module registers its command on ``app``, in the order --help lists them
 from rationale_cli.cli.train import train
 from rationale_cli.cli.tune import tune
-from rationale_cli.cli.predict import predict
-from rationale_cli.cli.merge import merge
 from rationale_cli.cli.vectors import vectors
-from rationale_cli.cli.explain import explain
-from rationale_cli.cli.evaluate import evaluate
-from rationale_cli.cli.score import score
-from rationale_cli.cli.demo import DEMO_SETTINGS, demo
-from rationale_cli.cli.report import report
 
 __all__ = ["app", "main", "DEMO_SETTINGS", "train", "tune", "predict", "merge", "vectors", "explain", "evaluate", "score",
            "demo", "report"]

@@ -8,9 +8,25 @@ from typing import Optional
 
 import typer
 
-from rationale_cli.cli._util import (ASPECT_HELP, BATCH_HELP, COHERENCE_HELP, DEVICE_HELP, FORMAT_HELP,
-                                     PER_DOCUMENT_HELP, RATE_HELP, RATE_OVER_HELP, RUN_HELP, SENTENCES_HELP,
-                                     SPLIT_HELP, Command, app, friendly, on_stderr, print_line, print_scores)
+from rationale_cli.cli._util import (
+    ASPECT_HELP,
+    BATCH_HELP,
+    COHERENCE_HELP,
+    DEVICE_HELP,
+    FORMAT_HELP,
+    PER_DOCUMENT_HELP,
+    RATE_HELP,
+    RATE_OVER_HELP,
+    RUN_HELP,
+    SENTENCES_HELP,
+    SPLIT_HELP,
+    Command,
+    app,
+    friendly,
+    on_stderr,
+    print_line,
+    print_scores,
+)
 from rationale_cli.runs.inference import asked_decoding, check_rate_over, parse_decoding
 from rationale_cli.runs.run_directory import load_for_inference
 from rationale_cli.runtime.errors import check_at_least

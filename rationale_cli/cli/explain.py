@@ -7,8 +7,20 @@ from typing import Optional
 
 import typer
 
-from rationale_cli.cli._util import (ASPECT_HELP, COHERENCE_HELP, DEVICE_HELP, FORMAT_HELP, RATE_HELP, RUN_HELP,
-                                     SENTENCES_HELP, Command, app, friendly, stderr, stdout)
+from rationale_cli.cli._util import (
+    ASPECT_HELP,
+    COHERENCE_HELP,
+    DEVICE_HELP,
+    FORMAT_HELP,
+    RATE_HELP,
+    RUN_HELP,
+    SENTENCES_HELP,
+    Command,
+    app,
+    friendly,
+    stderr,
+    stdout,
+)
 from rationale_cli.runs.inference import asked_decoding
 from rationale_cli.runs.run_directory import load_for_inference
 from rationale_cli.runtime.atomic import writable_target

@@ -11,9 +11,25 @@ import typer
 from rich.text import Text
 
 from rationale_cli.annotation.engine import WINDOW
-from rationale_cli.cli._util import (ASPECT_HELP, BATCH_HELP, COHERENCE_HELP, DEVICE_HELP, FORMAT_HELP, RATE_HELP,
-                                     RATE_OVER_HELP, RUN_HELP, SENTENCES_HELP, SPLIT_HELP, Command, app, friendly,
-                                     on_stderr, print_line, signal_name, stderr)
+from rationale_cli.cli._util import (
+    ASPECT_HELP,
+    BATCH_HELP,
+    COHERENCE_HELP,
+    DEVICE_HELP,
+    FORMAT_HELP,
+    RATE_HELP,
+    RATE_OVER_HELP,
+    RUN_HELP,
+    SENTENCES_HELP,
+    SPLIT_HELP,
+    Command,
+    app,
+    friendly,
+    on_stderr,
+    print_line,
+    signal_name,
+    stderr,
+)
 
 if TYPE_CHECKING:
     from rationale_cli.annotation.predict_job import Predicted

@@ -7,8 +7,17 @@ from typing import Optional
 
 import typer
 
-from rationale_cli.cli._util import (ASPECT_HELP, BATCH_HELP, DEVICE_HELP, FORMAT_HELP, Command, app, friendly,
-                                     on_stderr, stderr)
+from rationale_cli.cli._util import (
+    ASPECT_HELP,
+    BATCH_HELP,
+    DEVICE_HELP,
+    FORMAT_HELP,
+    Command,
+    app,
+    friendly,
+    on_stderr,
+    stderr,
+)
 from rationale_cli.runtime.errors import check_at_least
 
 

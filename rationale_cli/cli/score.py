@@ -31,8 +31,7 @@ def score(
     """Score an existing predictions file against gold, without a model: token and span
     agreement, soft-score metrics and, from the scores the file holds, faithfulness."""
     from rationale_cli.data import sources
-    from rationale_cli.evaluation.scoring import check_score_outputs
-    from rationale_cli.evaluation.scoring import score_file
+    from rationale_cli.evaluation.scoring import check_score_outputs, score_file
 
     check_score_outputs(json_out, per_document)
     records = list(sources.stream(gold, split, fmt=format, aspect=aspect))

@@ -17,9 +17,9 @@ from typing import Any, Optional
 import typer
 from rich.markup import escape
 
+from rationale_cli.cli._util import Command, app, friendly, metrics_table, signal_name, stderr, stdout
 from rationale_cli.models.options import Spec, spelled
 from rationale_cli.models.selectors import SELECTORS, all_option_specs, option_specs
-from rationale_cli.cli._util import Command, app, friendly, metrics_table, signal_name, stderr, stdout
 from rationale_cli.runs.config import ALIASES, TRAIN_SPECS
 from rationale_cli.runs.flags import flag_of, negative_of
 

@@ -28,8 +28,13 @@ def vectors(
 
     Needs gensim: pip install "rationale-cli\\[vectors]". Repeated documents count once.
     """
-    from rationale_cli.data.word2vec import check_vectors_output, corpus_texts
-    from rationale_cli.data.word2vec import VectorOptions, train_vectors, write_vectors
+    from rationale_cli.data.word2vec import (
+        VectorOptions,
+        check_vectors_output,
+        corpus_texts,
+        train_vectors,
+        write_vectors,
+    )
 
     for flag, value in (("--dim", dim), ("--window", window), ("--min-count", min_count), ("--epochs", epochs)):
         check_at_least(flag, value, 1)

@@ -15,7 +15,6 @@ from rationale_cli.data.records import Record
 from rationale_cli.data.vocab import Vocab
 from rationale_cli.runtime.errors import UserError
 
-
 SEP = "[SEP]"  # between a document and its query
 
 

@@ -10,12 +10,12 @@ import tempfile
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from rationale_cli.runtime.errors import UserError
 from rationale_cli.data.batching import checked_length
 from rationale_cli.data.readers import detect_format, iter_records
 from rationale_cli.data.records import Record
 from rationale_cli.data.synthetic import demo_records
 from rationale_cli.data.tokenize import tokenize
+from rationale_cli.runtime.errors import UserError
 
 DEMO = "demo"
 ERASER_SPLITS = {"train": "train", "valid": "val", "test": "test"}

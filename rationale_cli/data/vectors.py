@@ -9,14 +9,13 @@ words are parsed and kept, so large files cost time, not memory.
 from __future__ import annotations
 
 import math
-
 from pathlib import Path
 
 import torch
 
-from rationale_cli.runtime.errors import UserError, where
 from rationale_cli.data.readers.common import iter_lines
 from rationale_cli.data.vocab import PAD, UNK, Vocab
+from rationale_cli.runtime.errors import UserError, where
 
 INIT_STD = 0.1
 

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from rationale_cli.runtime.errors import UserError
-from rationale_cli.data.records import Record
 from rationale_cli.data import sources
+from rationale_cli.data.records import Record
 from rationale_cli.runtime.atomic import atomic_path, writable_target
+from rationale_cli.runtime.errors import UserError
 
 
 @dataclass

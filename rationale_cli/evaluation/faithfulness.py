@@ -24,14 +24,14 @@ import numpy as np
 import torch
 
 from rationale_cli.data.batching import made_batches
+from rationale_cli.data.records import Record, mask_to_spans
+from rationale_cli.data.vocab import UNK, Vocab
 from rationale_cli.metrics.eraser_scores import AOPC_THRESHOLDS, ScoredDocument, aopc, bins, drop, drops
 from rationale_cli.metrics.scores import mean
-from rationale_cli.data.records import Record, mask_to_spans
-from rationale_cli.runs.inference import decode_batch
-from rationale_cli.runs.task import Task
-from rationale_cli.data.vocab import UNK, Vocab
 from rationale_cli.models.decoding import OWN, Decoding
 from rationale_cli.models.model import RationaleModel
+from rationale_cli.runs.inference import decode_batch
+from rationale_cli.runs.task import Task
 
 
 def values(task: Task, outputs: torch.Tensor) -> list:

@@ -20,9 +20,9 @@ from typing import Sequence
 import torch
 from torch import Tensor, nn
 
+from rationale_cli.data.records import Record
 from rationale_cli.models.decoding import OWN, Decoding
 from rationale_cli.models.encoders import CNNEncoder
-from rationale_cli.data.records import Record
 from rationale_cli.runs.inference import decoded_batches
 from rationale_cli.runs.task import Regression, Task, infer_task
 from rationale_cli.runtime.errors import UserError

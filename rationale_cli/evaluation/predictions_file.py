@@ -18,10 +18,10 @@ import math
 from pathlib import Path
 from typing import Sequence
 
-from rationale_cli.metrics.eraser_scores import ScoredDocument
-from rationale_cli.runtime.errors import UserError, where
 from rationale_cli.data.readers.common import iter_lines, parse_json_object
 from rationale_cli.data.records import Record
+from rationale_cli.metrics.eraser_scores import ScoredDocument
+from rationale_cli.runtime.errors import UserError, where
 
 
 def results_line(doc: ScoredDocument, docid: str) -> dict:

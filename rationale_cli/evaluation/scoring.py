@@ -10,19 +10,19 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-from rationale_cli.models.decoding import OWN, Decoding
 from rationale_cli.data import sources
 from rationale_cli.data.readers import detect_format
 from rationale_cli.data.readers.beer import file_aspect
-from rationale_cli.metrics.eraser_scores import ScoredDocument, drop, eraser_scores, iou_scores
-from rationale_cli.evaluation.predictions_file import paired, read_predictions
-from rationale_cli.evaluation.faithfulness import faithfulness_summary, scored_documents
-from rationale_cli.runtime.progress import Progress, counted, no_progress
-from rationale_cli.runs.inference import evaluate as model_metrics
-from rationale_cli.metrics.scores import ClassificationScores, RationaleScores, RegressionScores, document_scores
-from rationale_cli.runtime.errors import UserError
 from rationale_cli.data.records import Record, spans_to_mask
+from rationale_cli.evaluation.faithfulness import faithfulness_summary, scored_documents
+from rationale_cli.evaluation.predictions_file import paired, read_predictions
+from rationale_cli.metrics.eraser_scores import ScoredDocument, drop, eraser_scores, iou_scores
+from rationale_cli.metrics.scores import ClassificationScores, RationaleScores, RegressionScores, document_scores
+from rationale_cli.models.decoding import OWN, Decoding
+from rationale_cli.runs.inference import evaluate as model_metrics
 from rationale_cli.runtime.atomic import writable_target, write_text_atomic
+from rationale_cli.runtime.errors import UserError
+from rationale_cli.runtime.progress import Progress, counted, no_progress
 from rationale_cli.runtime.safe_json import to_json_line
 
 

@@ -39,8 +39,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from rationale_cli.metrics.scores import mean, ratio
 from rationale_cli.data.records import Span
+from rationale_cli.metrics.scores import mean, ratio
 
 IOU_THRESHOLDS = (0.5,)
 AOPC_THRESHOLDS = (0.01, 0.05, 0.1, 0.2, 0.5)

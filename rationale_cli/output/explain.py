@@ -7,9 +7,9 @@ from __future__ import annotations
 from itertools import islice
 from typing import Iterator
 
-from rationale_cli.models.decoding import OWN, Decoding
 from rationale_cli.data import sources
 from rationale_cli.data.records import Record
+from rationale_cli.models.decoding import OWN, Decoding
 from rationale_cli.runs.inference import Output, run_model
 from rationale_cli.runtime.errors import UserError
 

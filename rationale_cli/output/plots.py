@@ -19,8 +19,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator, PercentFormatter
 
-from rationale_cli.runtime.atomic import atomic_path
 from rationale_cli.output.render import escape
+from rationale_cli.runtime.atomic import atomic_path
 
 STYLE = {
     "font.size": 9,

@@ -10,10 +10,10 @@ from itertools import compress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rationale_cli.data.records import mask_to_spans
 from rationale_cli.runtime.atomic import writable_target
 from rationale_cli.runtime.errors import UserError
 from rationale_cli.runtime.safe_json import finite, to_json_line
-from rationale_cli.data.records import mask_to_spans
 
 if TYPE_CHECKING:
     from rationale_cli.runs.inference import Output

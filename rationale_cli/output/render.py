@@ -27,8 +27,8 @@ from typing import Any, Iterable, Mapping, Sequence
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from rationale_cli.output.prediction import format_prediction
 from rationale_cli.data.records import Record
+from rationale_cli.output.prediction import format_prediction
 
 __all__ = [
     "HIT",

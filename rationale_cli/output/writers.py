@@ -30,9 +30,9 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from rationale_cli.output.prediction import Rationale, prediction_line
 from rationale_cli.runtime.atomic import atomic_path, writable_target
 from rationale_cli.runtime.errors import UserError
-from rationale_cli.output.prediction import Rationale, prediction_line
 from rationale_cli.runtime.safe_json import to_json_line
 
 if TYPE_CHECKING:

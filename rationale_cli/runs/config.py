@@ -18,16 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from rationale_cli.data.readers import FORMATS
+from rationale_cli.data.sources import is_demo
 from rationale_cli.models.architectures import ARCHITECTURES, SIDES, TRANSFORMER
 from rationale_cli.models.options import OptionError, Options, Spec, option, specs
 from rationale_cli.models.search import OneOf, Searched
 from rationale_cli.models.selectors import SELECTORS, all_option_specs, selector_class
-from rationale_cli.runtime.devices import DEVICE_NAME
-from rationale_cli.runtime.errors import UserError
 from rationale_cli.runs.flags import flag_of, option_line
 from rationale_cli.runs.keep import Keep
-from rationale_cli.data.readers import FORMATS
-from rationale_cli.data.sources import is_demo
+from rationale_cli.runtime.devices import DEVICE_NAME
+from rationale_cli.runtime.errors import UserError
 
 # old names of --budget, kept for one release: a share, and a token count
 ALIASES = {"selection": float, "k": int}

@@ -11,16 +11,16 @@ import torch
 from torch import Tensor
 
 from rationale_cli.data.batching import Batch, made_batches
+from rationale_cli.data.records import Record
+from rationale_cli.data.vocab import UNK, Vocab
 from rationale_cli.metrics.eraser_scores import ScoredDocument
 from rationale_cli.metrics.scores import RationaleScores
-from rationale_cli.data.records import Record
-from rationale_cli.runs.task import Task
-from rationale_cli.data.vocab import UNK, Vocab
-from rationale_cli.runtime.errors import UserError
-from rationale_cli.runtime.progress import Progress, counted, no_progress
 from rationale_cli.models.budget import Budget
 from rationale_cli.models.decoding import OWN, Decoding
 from rationale_cli.models.model import RationaleModel
+from rationale_cli.runs.task import Task
+from rationale_cli.runtime.errors import UserError
+from rationale_cli.runtime.progress import Progress, counted, no_progress
 
 
 @dataclass

@@ -17,9 +17,9 @@ from typing import Sequence
 
 import torch
 
-from rationale_cli.models.encoders.hf import Pretrained
 from rationale_cli.data.batching import SEP
 from rationale_cli.data.vocab import PAD, UNK
+from rationale_cli.models.encoders.hf import Pretrained
 from rationale_cli.runtime.errors import UserError
 
 FOLDER = "transformer"  # in a run directory

@@ -18,16 +18,16 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from rationale_cli.runtime.version import VERSION
-from rationale_cli.runtime.atomic import atomic_path, write_text_atomic
-from rationale_cli.runs.config import FROM_RUN, TrainConfig, from_saved, located, paths_from_run
-from rationale_cli.runtime.errors import UserError
-from rationale_cli.runtime.safe_json import finite
-from rationale_cli.runs.pretrained import run_transformer, save_transformer, transformers_version
-from rationale_cli.runs.task import Task, task_from_dict
 from rationale_cli.data.vocab import Vocab
 from rationale_cli.models.encoders.hf import Pretrained
 from rationale_cli.models.model import RationaleModel
+from rationale_cli.runs.config import FROM_RUN, TrainConfig, from_saved, located, paths_from_run
+from rationale_cli.runs.pretrained import run_transformer, save_transformer, transformers_version
+from rationale_cli.runs.task import Task, task_from_dict
+from rationale_cli.runtime.atomic import atomic_path, write_text_atomic
+from rationale_cli.runtime.errors import UserError
+from rationale_cli.runtime.safe_json import finite
+from rationale_cli.runtime.version import VERSION
 
 FORMAT_VERSION = 1
 WEIGHTS = "model.safetensors"

@@ -13,9 +13,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from rationale_cli.runtime.errors import UserError
-from rationale_cli.metrics.scores import ClassificationScores, RegressionScores
 from rationale_cli.data.records import Record
+from rationale_cli.metrics.scores import ClassificationScores, RegressionScores
+from rationale_cli.runtime.errors import UserError
 
 
 class Task:

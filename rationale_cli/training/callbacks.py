@@ -9,10 +9,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from rationale_cli.runs.run_directory import save_weights, write_json
 from rationale_cli.runtime.signals import writing
 from rationale_cli.training.checkpoint import save_checkpoint
 from rationale_cli.training.loop import Callback, Epoch, Fit
-from rationale_cli.runs.run_directory import save_weights, write_json
 
 # training statistics that are shares of the tokens (shown in percent), and the one
 # shown on the epoch line without --verbose

@@ -21,9 +21,9 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
+from rationale_cli.data.records import Record
 from rationale_cli.runtime.atomic import atomic_path
 from rationale_cli.runtime.errors import UserError
-from rationale_cli.data.records import Record
 
 RESUME = "resume.safetensors"
 

@@ -23,15 +23,15 @@ import torch
 import torch.distributed as dist
 
 from rationale_cli.data.batching import Batch, length_batches, make_batch
-from rationale_cli.runs.config import TRAIN_SPECS as DEFAULTS
-from rationale_cli.training.distributed import from_rank_zero, gather_random_states, rank, share, wrap
-from rationale_cli.runs.inference import evaluate
-from rationale_cli.runs.keep import Keep
 from rationale_cli.data.records import Record
-from rationale_cli.runs.task import Task
 from rationale_cli.data.vocab import Vocab
 from rationale_cli.models.ranks import all_ranks, distributed, world_size
 from rationale_cli.models.selection import Selection
+from rationale_cli.runs.config import TRAIN_SPECS as DEFAULTS
+from rationale_cli.runs.inference import evaluate
+from rationale_cli.runs.keep import Keep
+from rationale_cli.runs.task import Task
+from rationale_cli.training.distributed import from_rank_zero, gather_random_states, rank, share, wrap
 
 
 def training_loss(model, task: Task, batch: Batch, guidance: float = 0.0) -> tuple[torch.Tensor, Selection]:

@@ -18,25 +18,33 @@ from rich.console import Console
 
 from rationale_cli.data import sources
 from rationale_cli.data.batching import model_tokens
-from rationale_cli.runtime.allocator import keep_freed_memory
-from rationale_cli.training.callbacks import ConsoleReport, RunDirectory, TimeLimit
-from rationale_cli.training.checkpoint import RESUME, data_fingerprint, load_checkpoint
-from rationale_cli.training.endings import chance, ending_warnings
-from rationale_cli.runs.config import TrainConfig
-from rationale_cli.runtime.devices import resolve_device
-from rationale_cli.training.distributed import local_device, rank
-from rationale_cli.runtime.errors import UserError
-from rationale_cli.runtime.signals import writing
-from rationale_cli.training.loop import Callback, Diverged, FitState, fit
 from rationale_cli.data.records import Record
-from rationale_cli.runs.run_directory import (WEIGHTS, build_model, is_run_directory, load_run, read_json, save_config,
-                                             save_run, write_json)
-from rationale_cli.runs.pretrained import load_pretrained
-from rationale_cli.runs.task import Task, infer_task
 from rationale_cli.data.vectors import load_vectors
 from rationale_cli.data.vocab import Vocab
 from rationale_cli.models.model import RationaleModel
 from rationale_cli.models.ranks import world_size
+from rationale_cli.runs.config import TrainConfig
+from rationale_cli.runs.pretrained import load_pretrained
+from rationale_cli.runs.run_directory import (
+    WEIGHTS,
+    build_model,
+    is_run_directory,
+    load_run,
+    read_json,
+    save_config,
+    save_run,
+    write_json,
+)
+from rationale_cli.runs.task import Task, infer_task
+from rationale_cli.runtime.allocator import keep_freed_memory
+from rationale_cli.runtime.devices import resolve_device
+from rationale_cli.runtime.errors import UserError
+from rationale_cli.runtime.signals import writing
+from rationale_cli.training.callbacks import ConsoleReport, RunDirectory, TimeLimit
+from rationale_cli.training.checkpoint import RESUME, data_fingerprint, load_checkpoint
+from rationale_cli.training.distributed import local_device, rank
+from rationale_cli.training.endings import chance, ending_warnings
+from rationale_cli.training.loop import Callback, Diverged, FitState, fit
 
 
 def split_validation(records: list[Record], fraction: float) -> tuple[list[Record], list[Record]]:

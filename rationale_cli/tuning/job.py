@@ -30,12 +30,30 @@ from rationale_cli.runtime.errors import UserError
 from rationale_cli.training.checkpoint import data_fingerprint
 from rationale_cli.training.loop import Callback
 from rationale_cli.training.trainer import training_data
-from rationale_cli.tuning.leaderboard import (Leaderboard, TrialResult, choose, effects, finished, is_study, ranked,
-                                              read_leaderboard, trial_line, write_leaderboard)
+from rationale_cli.tuning.leaderboard import (
+    Leaderboard,
+    TrialResult,
+    choose,
+    effects,
+    finished,
+    is_study,
+    ranked,
+    read_leaderboard,
+    trial_line,
+    write_leaderboard,
+)
 from rationale_cli.tuning.objective import TRIALS, Objective, TrialFailed, off_target
 from rationale_cli.tuning.space import Space, search_space, without_conflicts
-from rationale_cli.tuning.storage import (default_storage, need_optuna, open_storage, open_study, quiet_optuna,
-                                          redacted, same_json, WARMUP_EPOCHS)
+from rationale_cli.tuning.storage import (
+    WARMUP_EPOCHS,
+    default_storage,
+    need_optuna,
+    open_storage,
+    open_study,
+    quiet_optuna,
+    redacted,
+    same_json,
+)
 
 # options that may differ between the processes of one study (another machine's paths, device)
 LOCAL = (*PATH_OPTIONS, "device", "time_limit", "save_epochs")

@@ -18,9 +18,8 @@ from typing import Any, Sequence
 
 from rich.console import Console
 
-from rationale_cli.models.options import shown
-
 from rationale_cli.data.records import Record
+from rationale_cli.models.options import shown
 from rationale_cli.runs.flags import option_line
 from rationale_cli.runs.keep import Keep
 from rationale_cli.runtime.errors import UserError

@@ -44,8 +44,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from rationale_cli.models.lagrangian import EqualityMultiplier, RateOptions
 from rationale_cli.models.budget import Budget
+from rationale_cli.models.lagrangian import EqualityMultiplier, RateOptions
 from rationale_cli.models.options import OptionError, option
 from rationale_cli.models.ranks import mean_over_ranks
 from rationale_cli.models.search import OneOf

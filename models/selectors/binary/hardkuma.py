@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from rationale_cli.models.distributions.hardkuma import A_MIN, A_MAX, EPS, HIGH, LOW, HardKuma
+from rationale_cli.models.distributions.hardkuma import A_MAX, A_MIN, EPS, HIGH, LOW, HardKuma
 from rationale_cli.models.lagrangian import EqualityMultiplier, LagrangeMultiplier, RateOptions
 from rationale_cli.models.native.hardkuma_scan import compiled
 from rationale_cli.models.options import OptionError, option

@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from rationale_cli.runtime.errors import UserError
 from rationale_cli.data.readers.beer import iter_beer, iter_beer_annotations
 from rationale_cli.data.readers.common import first_line
 from rationale_cli.data.readers.eraser import iter_eraser
@@ -36,6 +35,7 @@ from rationale_cli.data.readers.jsonl import iter_jsonl
 from rationale_cli.data.readers.table import iter_table
 from rationale_cli.data.readers.text import iter_text
 from rationale_cli.data.records import Record
+from rationale_cli.runtime.errors import UserError
 
 __all__ = ["FORMATS", "Format", "detect_format", "iter_records", "read_records"]
 

@@ -16,9 +16,9 @@ import re
 from pathlib import Path
 from typing import Iterator
 
-from rationale_cli.runtime.errors import UserError, where
 from rationale_cli.data.readers.common import check_score, check_spans, check_tokens, iter_lines, parse_json_object
 from rationale_cli.data.records import Record
+from rationale_cli.runtime.errors import UserError, where
 
 ASPECTS = ("appearance", "aroma", "palate", "taste", "overall")
 FILE_ASPECT = re.compile(r"reviews\.aspect(\d+)")

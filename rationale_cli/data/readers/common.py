@@ -12,8 +12,8 @@ from itertools import repeat
 from pathlib import Path
 from typing import IO, Iterator
 
-from rationale_cli.runtime.errors import UserError, where
 from rationale_cli.data.records import Span
+from rationale_cli.runtime.errors import UserError, where
 
 
 def open_binary(path: str | Path) -> IO[bytes]:

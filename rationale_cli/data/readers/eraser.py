@@ -20,9 +20,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Iterator
 
-from rationale_cli.runtime.errors import UserError, where
 from rationale_cli.data.readers.common import check_spans, iter_lines, merge_spans, parse_json_object
 from rationale_cli.data.records import Record, Span
+from rationale_cli.runtime.errors import UserError, where
 
 SPLITS = ("train", "val", "test")
 

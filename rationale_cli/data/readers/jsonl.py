@@ -17,10 +17,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
-from rationale_cli.runtime.errors import UserError, where
 from rationale_cli.data.readers.common import check_score, check_spans, check_tokens, iter_lines, parse_json_object
 from rationale_cli.data.records import Record
 from rationale_cli.data.tokenize import tokenize
+from rationale_cli.runtime.errors import UserError, where
 
 
 def record_from_object(obj: dict, default_id: str, at: str, id_field: str = "id") -> Record:

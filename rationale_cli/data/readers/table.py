@@ -18,10 +18,10 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
-from rationale_cli.runtime.errors import UserError, where
 from rationale_cli.data.readers.common import check_score
 from rationale_cli.data.records import Record
 from rationale_cli.data.tokenize import tokenize
+from rationale_cli.runtime.errors import UserError, where
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
-from rationale_cli.runtime.errors import where
 from rationale_cli.data.readers.common import iter_lines
 from rationale_cli.data.records import Record
 from rationale_cli.data.tokenize import tokenize
+from rationale_cli.runtime.errors import where
 
 
 def iter_text(path: str | Path) -> Iterator[Record]:
