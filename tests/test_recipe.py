@@ -4,8 +4,8 @@ followed on a copy of the source: a toy extractor in each family's folder of
 a toy command in ``rationale_cli/cli/``, imported by ``cli/__init__.py``. The house checks
 (``tests/test_house.py``, run against the copy) pass, and the copy, loaded as a built wheel
 would hold it, has the extractors in its registry and the command on its ``app``. And the
-checks are no formality: a family's folder given a 13th module, or ``cli/`` a module that is no
-command, fails them."""
+checks are no formality: a family's folder given a 13th module or a decoding setting, or
+``cli/`` a module that is no command, fails them."""
 
 from __future__ import annotations
 
@@ -26,12 +26,21 @@ EXTRACTOR = '''"""A toy extractor of the family {family}: every token, as the re
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from torch import Tensor
 
+from rationale_cli.models.options import Options, option
 from rationale_cli.models.selection import Selection, Selector
 
 
+@dataclass(frozen=True)
+class {cls}Options(Options):
+    toy_share: float = option(1.0, "share of the tokens the toy keeps (all of them, whatever it says)", low=0.0)
+
+
 class {cls}(Selector):
+    Options = {cls}Options
     needs_states = False
     summary = "every token: a toy"
     default_encoder = "cnn"
@@ -102,12 +111,14 @@ from rationale_cli.cli import app
 from rationale_cli.models.selectors import SELECTORS, build_selector
 
 for name in sys.argv[3].split(","):
-    selector = build_selector(name, 4)
+    selector = build_selector(name, 4, toy_share=0.5)
+    assert selector.options.toy_share == 0.5, name
     assert selector.decode(torch.zeros(1, 3, 4), torch.ones(1, 3)).tolist() == [[1.0, 1.0, 1.0]], name
 said = CliRunner().invoke(app, [sys.argv[2]])
 assert said.exit_code == 0 and said.output == sys.argv[2] + "\n", said.output
 listed = CliRunner().invoke(app, ["train", "--help"], env={"COLUMNS": "200"})
-assert listed.exit_code == 0 and all(name in listed.output for name in sys.argv[3].split(",")), listed.output
+assert listed.exit_code == 0 and "--toy-share" in listed.output, listed.output
+assert all(name in listed.output for name in sys.argv[3].split(",")), listed.output
 outside = [module.__file__ for name, module in sys.modules.items() if name.split(".")[0] == "rationale_cli"
            and getattr(module, "__file__", None) and not Path(module.__file__).is_relative_to(root)]
 assert not outside, outside
@@ -189,14 +200,18 @@ def test_the_recipes_fit_every_family_a_new_family_and_the_commands(copy):
     assert all(name in loaded.stdout for name in names)
 
 
-def test_the_house_checks_fail_a_full_folder_and_a_module_of_cli_that_is_no_command(copy):
+def test_the_house_checks_fail_a_full_folder_a_stored_decoding_setting_and_a_module_of_cli_that_is_no_command(copy):
     family = FAMILIES[0]
     folder = copy / "models" / "selectors" / family
     for i in range(13 - len(list(folder.glob("*.py")))):
         add_extractor(copy, family, f"toy_{i}")
     (copy / "rationale_cli" / "cli" / "_tables.py").write_text('"""A second helper of the commands."""\n')
+    # a decoding setting held in a family's folder, one level below selectors/
+    with (folder / "toy_0.py").open("a") as module:
+        module.write("\ntest_rate = 0.2\n")
     checked = house(copy)
     assert checked.returncode != 0
     failed = set(re.findall(r"^FAILED tests/test_house\.py::(\S+)", checked.stdout, re.M))
     assert failed == {"test_no_folder_holds_more_than_12_modules[models]",
-                      "test_cli_holds_one_module_per_command_named_as_the_command_and_nothing_else"}, checked.stdout
+                      "test_cli_holds_one_module_per_command_named_as_the_command_and_nothing_else",
+                      "test_no_decoding_setting_is_stored_on_a_model"}, checked.stdout
