@@ -53,7 +53,7 @@ from cross_fit import cross_fit
 from report import write_report
 
 from rationale_cli.data.readers import read_records
-from rationale_cli.models.budget import Budget
+from rationale_cli.models.budget import Budget, BudgetUse
 from rationale_cli.models.selectors import option_specs
 from rationale_cli.runtime.devices import resolve_device
 from rationale_cli.training.trainer import split_validation
@@ -191,8 +191,10 @@ def main() -> None:
     data_suffix = "-pooled" if args.pooled else f"-n{args.train_size}" if args.train_size else ""
     encoder = ["--encoder", args.encoder or PAPER_ENCODERS.get(args.extractor, "rcnn")]
     size = option_specs(args.extractor).get("budget")
-    # a default rate for the extractors that hold or cap one (bernoulli only with --lagrangian)
-    rated = size is not None and size.role != "exact size" and (size.requires is None or f"--{size.requires}" in extra)
+    # a default rate for the extractors whose size is no exact count: held, a cap or the test-time size
+    # (bernoulli only with --lagrangian)
+    rated = size is not None and size.use is not BudgetUse.EXACT and (
+        size.requires is None or f"--{size.requires}" in extra)
     if args.test_rate and not rated:
         parser.error(f"--test-rate: {args.extractor} holds no selection rate here")
     for i, aspect in enumerate(args.aspects):

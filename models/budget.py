@@ -4,11 +4,12 @@ A budget is a share of each document's tokens (``0.13``) or a token count (``10`
 written ``k=10`` too), resolved per document: a share gives ``round(share * length)``
 tokens (at least one), a count ``min(count, length)``. What an extractor does with
 it differs (a target held in training, a cap, an exact size, a test-time top
-share); each extractor's options say which.
+share); each extractor's options declare which (:class:`BudgetUse`).
 """
 
 from __future__ import annotations
 
+import enum
 import re
 from dataclasses import dataclass
 
@@ -18,6 +19,18 @@ from torch import Tensor
 ALLOWED = "a share of the tokens in (0, 1] (e.g. 0.13) or a token count >= 1 (e.g. 10 or k=10)"
 COUNT = re.compile(r"^(?:k\s*=\s*)?(\d+)$")
 PERCENT = re.compile(r"^(\d+(?:\.\d*)?)\s*%$")
+
+
+class BudgetUse(enum.Enum):
+    """What an extractor does with its budget, declared with the option (``option(..., use=...)``)
+    and read by the code that depends on it (the rate a run holds in training,
+    :meth:`rationale_cli.models.options.Options.held_budget`); the option's ``role`` says the
+    same in words for people, and no code reads those words."""
+
+    HELD = "held"  # a selection rate held in training (a target), while its ``requires`` option is on
+    CAP = "cap"  # at most this many tokens
+    EXACT = "exact"  # exactly this many tokens
+    TEST_TIME = "test-time"  # the size of the rationale at test time only
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from rationale_cli.models.budget import Budget
+from rationale_cli.models.budget import Budget, BudgetUse
 from rationale_cli.models.options import Options, option
 from rationale_cli.models.ranks import mean_over_ranks
 
@@ -75,7 +75,7 @@ class EqualityMultiplier(nn.Module):
 @dataclass(frozen=True)
 class RateOptions(Options):
     budget: Budget = option(Budget(0.13), "the expected selection rate held in training (both sides)",
-                            role="target held in training")
+                            role="target held in training", use=BudgetUse.HELD)
     dependent: bool = option(False, "condition each z on the previous ones (Bastings et al. 6.1)")
     lagrange_lr: float = option(0.05, "step size of the multiplicative Lagrange multiplier updates", above=0.0)
     lagrange_rho: float = option(1.0, "weight of the augmented-Lagrangian term rho/2 (rate - target)^2", low=0.0)

@@ -22,6 +22,7 @@ from rationale_cli.models.coherent import in_runs, in_sentences
 from rationale_cli.models.decoding import OWN, Decoding
 from rationale_cli.models.encoders.base import TokenRows
 from rationale_cli.models.encoders.hf import HFEncoder, Pretrained
+from rationale_cli.models.options import Options
 from rationale_cli.models.selection import Selection, Selector
 from rationale_cli.models.selectors import build_selector, selector_class
 
@@ -36,7 +37,7 @@ class RationaleModel(nn.Module):
         *,
         encoder: str = "rcnn",
         extractor: str | type[Selector] | Selector = "full",
-        extractor_options: dict | None = None,
+        extractor_options: Options | dict | None = None,
         dropout: float = 0.1,
         embeddings: Tensor | None = None,
         freeze_embeddings: bool = True,
@@ -46,7 +47,9 @@ class RationaleModel(nn.Module):
     ):
         """``encoder`` names the architecture (:mod:`rationale_cli.models.architectures`); ``selector_encoder``
         or ``predictor_encoder`` another encoder on that side; ``pretrained`` the transformer
-        of an ``hf`` side. The word embeddings exist only when an encoder reads them."""
+        of an ``hf`` side; ``extractor_options`` the extractor's: its ``Options``, checked once
+        where they were made and kept as they are, or their values (checked by the selector).
+        The word embeddings exist only when an encoder reads them."""
         super().__init__()
         kind = selector_class(extractor) if isinstance(extractor, str) else extractor
         parts = build_architecture(encoder, embedding_dim, hidden_size, outputs, dropout=dropout,
@@ -62,12 +65,13 @@ class RationaleModel(nn.Module):
             self.embed.weight.requires_grad_(not freeze_embeddings)
         self.selector_encoder = parts.selector_encoder
         states = self.selector_encoder.output_size if self.selector_encoder is not None else 0
+        own = {"options": extractor_options} if isinstance(extractor_options, Options) else (extractor_options or {})
         if isinstance(extractor, Selector):
             self.selector = extractor
         elif isinstance(extractor, str):
-            self.selector = build_selector(extractor, states, **(extractor_options or {}))
+            self.selector = build_selector(extractor, states, **own)
         else:
-            self.selector = extractor(states, **(extractor_options or {}))
+            self.selector = extractor(states, **own)
         self.predictor_encoder = parts.predictor_encoder
         self.output = parts.output
 

@@ -8,7 +8,9 @@ what is allowed, and whatever shows options to people (how a command line spells
 and groups them is its own business, not part of a declaration). A text that names
 another option (a help, a role, an extractor's summary, what an error allows) names
 it by its declared name as a placeholder, ``{budget}``, which :func:`spelled` writes
-out as its reader spells options.
+out as its reader spells options. Texts are for people only: what code decides from a
+declaration it reads from a typed field (``kind``, ``requires``, a budget's ``use``), never
+from a help or a role.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 
 from rationale_cli.models.budget import ALLOWED as BUDGET_ALLOWED
-from rationale_cli.models.budget import Budget
+from rationale_cli.models.budget import Budget, BudgetUse
 
 KINDS = ("bool", "int", "float", "str", "Budget")
 
@@ -81,13 +83,15 @@ def shown(value: Any) -> str:
 
 def option(default: Any, help: str, *, low: float | None = None, high: float | None = None,
            above: float | None = None, choices: tuple[str, ...] | dict | None = None,
-           default_text: str | None = None, role: str | None = None, requires: str | None = None) -> Any:
+           default_text: str | None = None, role: str | None = None, requires: str | None = None,
+           use: BudgetUse | None = None) -> Any:
     """A declared field. ``low``/``high``: inclusive bounds, ``above``: exclusive lower bound;
     ``default_text``: how a default that depends on other options is described; ``role``:
-    what a budget is for this extractor; ``requires``: a boolean option without which this
+    what a budget is for this extractor, in words (documentation only); ``use``: the same,
+    typed, for code (a budget's only); ``requires``: a boolean option without which this
     one means nothing."""
     meta = dict(help=help, low=low, high=high, above=above, choices=tuple(choices) if choices else None,
-                default_text=default_text, role=role, requires=requires)
+                default_text=default_text, role=role, requires=requires, use=use)
     return field(default=default, metadata=meta)
 
 
@@ -107,6 +111,7 @@ class Spec:
     default_text: str | None = None
     role: str | None = None
     requires: str | None = None
+    use: BudgetUse | None = None
 
     def allowed(self) -> str:
         """What a value may be, in words."""
@@ -175,6 +180,8 @@ def specs(declared: type) -> dict[str, Spec]:
         kind = str(f.type).replace(" | None", "")
         if kind not in KINDS:
             raise TypeError(f"{declared.__name__}.{f.name}: undeclarable type {f.type}")
+        if f.metadata.get("use") is not None and kind != "Budget":
+            raise TypeError(f"{declared.__name__}.{f.name}: use= declares what a budget is for; this is a {kind}")
         default = f.default_factory() if f.default is dataclasses.MISSING else f.default
         out[f.name] = Spec(f.name, kind, "None" in str(f.type), default, **f.metadata)
     return out
@@ -182,8 +189,9 @@ def specs(declared: type) -> dict[str, Spec]:
 
 @dataclass(frozen=True)
 class Options:
-    """Base of every extractor's options: values are checked when the object is made.
-    ``search_space``: what a hyperparameter search tries for some of them
+    """Base of every extractor's options: values are checked when the object is made, once;
+    whatever takes the object (a selector, :func:`rationale_cli.models.selectors.build_selector`)
+    keeps it as it is. ``search_space``: what a hyperparameter search tries for some of them
     (:mod:`rationale_cli.models.search`; none by default)."""
 
     search_space: ClassVar[tuple] = ()
@@ -210,6 +218,14 @@ class Options:
             if needed is not None and not getattr(made, needed):
                 raise OptionError(name, values[name], "", needs=needed)
         return made
+
+    def held_budget(self) -> Budget | None:
+        """The budget these options hold as a selection rate in training: the one declared
+        ``use=BudgetUse.HELD``, while its ``requires`` option is on; else None."""
+        for spec in specs(type(self)).values():
+            if spec.use is BudgetUse.HELD and (spec.requires is None or getattr(self, spec.requires)):
+                return getattr(self, spec.name)
+        return None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready values (a budget as a share or a count)."""

@@ -59,7 +59,9 @@ class Selector(nn.Module):
     """Base class of extractors.
 
     ``Options``: the extractor's declared options (:mod:`rationale_cli.models.options`); the
-    constructor takes them as keywords, checked, and keeps them as ``self.options``.
+    constructor takes them whole as ``options=``, already checked (a run's, as
+    :func:`~rationale_cli.models.selectors.build_selector` passes them), or as keywords, checked
+    here, and keeps them as ``self.options``.
     ``needs_states``: whether the model must run a selector encoder for it
     (``full`` does not). ``summary``: one line for whatever lists the extractors, naming
     options as placeholders (``{budget}``, :func:`rationale_cli.models.options.spelled`);
@@ -78,9 +80,16 @@ class Selector(nn.Module):
     default_encoder: str = "rcnn"
     decode_settings: tuple[str, ...] = ()
 
-    def __init__(self, **options):
+    def __init__(self, options: Options | None = None, **values):
         super().__init__()
-        self.options = self.Options.create(options)
+        name = type(self).__name__
+        if options is None:
+            options = self.Options.create(values)
+        elif not isinstance(options, self.Options):
+            raise TypeError(f"{name} takes its options as {self.Options.__name__}, not {type(options).__name__}")
+        elif values:
+            raise TypeError(f"{name}: options given whole and as keywords ({', '.join(values)}); give one or the other")
+        self.options = options
 
     def forward(self, states: Tensor, mask: Tensor) -> Selection:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -21,6 +21,7 @@ from rationale_cli.runs.task import infer_task
 from rationale_cli.runtime.errors import UserError
 from rationale_cli.training.callbacks import summary_line
 from rationale_cli.training.loop import Callback, Epoch, fit
+from rationale_cli.training.train_job import train_options
 from rationale_cli.training.trainer import train_config
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -191,6 +192,29 @@ def test_a_model_takes_a_selector_instance_or_subclass():
     assert type(built.selector) is AttentionSelector and built.selector is not own
     with pytest.raises(UserError, match="registered extractor"):
         rationale.train("demo", out="/tmp/never", selector=AttentionSelector)
+
+
+def test_a_training_checks_its_options_once_and_the_selector_keeps_them(tmp_path, monkeypatch):
+    """Every option given is checked once (:meth:`Spec.check`, the one validation path) on its
+    way into the configuration, whose extractor options the selector then holds as they are;
+    loading the run, or going on with it, reads config.json and checks them once again, no more."""
+    from collections import Counter
+
+    from rationale_cli.models.options import Spec, specs
+
+    checked, check = Counter(), Spec.check
+    monkeypatch.setattr(Spec, "check", lambda spec, *args, **kw: checked.update([id(spec)]) or check(spec, *args, **kw))
+    model = rationale.train("demo", out=tmp_path / "run", **{**SMALL, "epochs": 1, "budget": 0.2})
+    own = specs(type(model.config.options)).values()
+    assert model.model.selector.options is model.config.options
+    assert [checked[id(spec)] for spec in own] == [1] and max(checked.values()) == 1
+    checked.clear()
+    loaded = rationale.load(tmp_path / "run")
+    assert [checked[id(spec)] for spec in own] == [1] and max(checked.values()) == 1
+    assert loaded.model.selector.options is loaded.config.options == model.config.options
+    checked.clear()  # going on with the run: its options read once, for the config and the model both
+    resumed = train_options(tmp_path / "run", None, {"epochs": 2}, resume=True)
+    assert [checked[id(spec)] for spec in own] == [1] and resumed.model.selector.options is resumed.config.options
 
 
 def readme_example() -> str:

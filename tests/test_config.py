@@ -1,10 +1,11 @@
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from rationale_cli.models.budget import Budget
-from rationale_cli.models.options import specs
+from rationale_cli.models.budget import Budget, BudgetUse
+from rationale_cli.models.options import Options, option, specs
 from rationale_cli.models.selectors import SELECTORS, option_specs
 from rationale_cli.runs.config import TrainConfig, from_saved, from_values, load_toml, resolve
 from rationale_cli.runtime.errors import UserError
@@ -169,3 +170,43 @@ def test_runs_saved_before_budget_still_load():
     assert from_saved({**old, "seed": -1, "dropout": 0.95}, "config.json").seed == -1
     with pytest.raises(UserError, match="^config.json: "):  # one line, not a TypeError
         from_saved({**old, "extractor": ["simple"]}, "config.json")
+
+
+@dataclass(frozen=True)
+class Worded(Options):
+    """The role's words of a held rate, without the declaration."""
+
+    budget: "Budget" = option(Budget(0.2), "a rate", role="target held in training")
+
+
+@dataclass(frozen=True)
+class Declared(Options):
+    """A held rate declared (other words), while ``on`` is."""
+
+    budget: "Budget" = option(Budget(0.2), "a rate", role="whatever it says", use=BudgetUse.HELD, requires="on")
+    on: "bool" = option(True, "hold the rate")
+
+
+def test_the_rate_held_follows_the_declared_use_not_the_role_text():
+    assert Worded().held_budget() is None and TrainConfig(options=Worded()).rate_target() is None
+    assert Declared().held_budget() == Budget(0.2) and TrainConfig(options=Declared()).rate_target() == 0.2
+    assert TrainConfig(options=Declared(on=False)).rate_target() is None  # its requires off
+    assert TrainConfig(options=Declared(budget=Budget(count=5))).rate_target() is None  # a count is no rate
+    with pytest.raises(UserError, match="--keep best-loss-at-rate: --extractor hardkuma expects best-loss"):
+        resolve(None, {"keep": "best-loss-at-rate", "budget": 10})
+    # the registered extractors declare it: hardkuma always, bernoulli with --lagrangian, the others never
+    held = {name: specs(cls.Options)["budget"].use is BudgetUse.HELD for name, cls in SELECTORS.items()
+            if "budget" in specs(cls.Options)}
+    assert sorted(name for name, yes in held.items() if yes) == ["bernoulli", "hardkuma"]
+    assert from_values({"extractor": "hardkuma", "budget": 0.3}).rate_target() == 0.3
+    assert from_values({"extractor": "bernoulli", "lagrangian": False}).rate_target() is None
+    assert from_values({"extractor": "sparsemap", "budget": 0.3}).rate_target() is None
+
+
+def test_only_a_budget_declares_what_it_is_for():
+    @dataclass(frozen=True)
+    class Misdeclared(Options):
+        rate: "float" = option(0.1, "a number", use=BudgetUse.HELD)
+
+    with pytest.raises(TypeError, match="Misdeclared.rate: use= declares what a budget is for; this is a float"):
+        specs(Misdeclared)

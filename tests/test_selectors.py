@@ -146,3 +146,23 @@ def test_correlated_top_k_utilities_are_its_linear_maps_and_pair_convolution():
                                 [states, *selector.parameters()])
     for a, b in zip(grad, plain):
         torch.testing.assert_close(a, b)
+
+
+def test_a_selector_keeps_the_options_it_is_given_whole():
+    """Options made (and checked) once are kept as they are; values as keywords are checked
+    by the selector; options of another extractor, or both at once, are a mistake."""
+    from rationale_cli.models.options import OptionError
+    from rationale_cli.models.selectors.binary.bernoulli import BernoulliOptions
+    from rationale_cli.models.selectors.hardkuma import HardKumaOptions
+
+    options = HardKumaOptions(budget=Budget(0.2))
+    assert build_selector("hardkuma", 8, options=options).options is options
+    model = RationaleModel(30, 6, 5, 1, encoder="cnn", extractor="hardkuma", extractor_options=options)
+    assert model.selector.options is options
+    assert build_selector("hardkuma", 8, budget=0.3).options == HardKumaOptions(budget=Budget(0.3))
+    with pytest.raises(OptionError, match="^budget 2.5: extractor hardkuma expects a share"):
+        build_selector("hardkuma", 8, budget=2.5)
+    with pytest.raises(TypeError, match="HardKumaSelector takes its options as HardKumaOptions, not BernoulliOptions"):
+        build_selector("hardkuma", 8, options=BernoulliOptions())
+    with pytest.raises(TypeError, match=r"given whole and as keywords \(budget\); give one or the other"):
+        build_selector("hardkuma", 8, options=options, budget=0.3)

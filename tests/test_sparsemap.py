@@ -240,7 +240,7 @@ def test_pairwise_option_reaches_the_selector_and_starts_without_coherence(extra
     from rationale_cli.models.model import RationaleModel
     from rationale_cli.runs.config import from_values
 
-    options = from_values({"extractor": extractor, "pairwise": True}).extractor_options()
+    options = from_values({"extractor": extractor, "pairwise": True}).options
     model = RationaleModel(30, 6, 5, 1, encoder="cnn", extractor=extractor, extractor_options=options)
     assert model.selector.pair is not None
     assert torch.all(model.selector.pair.weight == 0) and torch.all(model.selector.pair.bias == 0)

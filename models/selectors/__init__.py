@@ -7,12 +7,13 @@ over masks: SparseMAP, top-k sparsemax), :mod:`.attention` (attention, sparse at
 the full-text baseline (:mod:`.full`) belongs to none. Adding an extractor is one module in
 its family's folder (a :class:`~rationale_cli.models.selection.Selector` with its ``Options``,
 ``summary`` and ``default_encoder``) and one line here. Each takes the selector encoder's
-output size first and its declared options as keywords.
+output size first and its declared options, whole (``options=``, checked once where they were
+made) or as keywords.
 """
 
 from __future__ import annotations
 
-from rationale_cli.models.options import OptionError, Spec, specs
+from rationale_cli.models.options import OptionError, Options, Spec, specs
 from rationale_cli.models.selection import Selector
 from rationale_cli.models.selectors.attention.attention import AttentionSelector
 from rationale_cli.models.selectors.attention.sparse_attention import SparseAttentionSelector
@@ -58,10 +59,11 @@ def all_option_specs() -> dict[str, dict[str, Spec]]:
     return table
 
 
-def build_selector(name: str, input_size: int, **options) -> Selector:
-    """The selector ``name`` with ``options``, every one of which it must declare
-    (an :class:`~rationale_cli.models.options.OptionError` otherwise)."""
+def build_selector(name: str, input_size: int, options: Options | None = None, **values) -> Selector:
+    """The selector ``name`` with ``options``, its ``Options`` as made and checked once
+    (a run's configuration holds them; kept as they are), or with ``values``, every one of
+    which it must declare (an :class:`~rationale_cli.models.options.OptionError` otherwise)."""
     try:
-        return selector_class(name)(input_size, **options)
+        return selector_class(name)(input_size, options=options, **values)
     except OptionError as err:
         raise err.of(name) from None

@@ -5,8 +5,9 @@ options here, each extractor's own in its selector module. The command line's
 flags, the TOML keys, the configuration saved in a run directory and the checks
 all come from those declarations, through one path (:func:`from_values`), so a
 value out of range or an option the chosen extractor does not take is one clear
-error before anything is written. The resolved configuration is all that is
-needed to rebuild the model when it is loaded again.
+error before anything is written. The extractor's options are checked there once, into
+its ``Options``, which the configuration holds and hands whole to the selector. The
+resolved configuration is all that is needed to rebuild the model when it is loaded again.
 """
 
 from __future__ import annotations
@@ -140,20 +141,14 @@ class TrainConfig:
             self.options = cls.Options()
 
     def rate_target(self) -> float | None:
-        """The selection rate the extractor holds in training (a share), else None."""
-        spec = specs(type(self.options)).get("budget")
-        budget = getattr(self.options, "budget", None)
-        holds = spec is not None and (spec.role or "").startswith("target held in training") and (
-            spec.requires is None or getattr(self.options, spec.requires))
-        return budget.share if holds and budget.share is not None else None
+        """The selection rate the extractor holds in training (a share; its budget declared
+        ``use=BudgetUse.HELD``, :meth:`~rationale_cli.models.options.Options.held_budget`), else None."""
+        budget = self.options.held_budget()
+        return None if budget is None else budget.share
 
     def keep_rule(self):
         """The rule choosing the kept epoch (:class:`rationale_cli.runs.keep.Keep`)."""
         return Keep() if self.keep == "best-loss" else Keep(self.rate_target(), self.rate_tolerance)
-
-    def extractor_options(self) -> dict[str, Any]:
-        """The extractor's options, for :func:`rationale_cli.models.selectors.build_selector`."""
-        return {name: getattr(self.options, name) for name in specs(type(self.options))}
 
     def to_dict(self, processes: int = 1) -> dict[str, Any]:
         """Every training option and the extractor's own options, JSON-ready (the saved

@@ -59,7 +59,7 @@ def build_model(config: TrainConfig, vocab_size: int, task: Task, embeddings=Non
         task.outputs,
         encoder=config.encoder,
         extractor=config.extractor if selector is None else selector,
-        extractor_options=config.extractor_options() if selector is None else None,
+        extractor_options=config.options if selector is None else None,
         dropout=config.dropout,
         embeddings=embeddings,
         freeze_embeddings=config.fix_embeddings,
@@ -150,9 +150,12 @@ def require_run_files(path: Path) -> None:
         raise UserError(f"{path}: incomplete run directory, missing {', '.join(missing)}")
 
 
-def load_run(path: str | Path, device: str | torch.device = "cpu", epoch: int | None = None) -> Run:
+def load_run(path: str | Path, device: str | torch.device = "cpu", epoch: int | None = None,
+             config: TrainConfig | None = None) -> Run:
     """Load a run directory, checking its version and that weights match the config; with
-    ``epoch``, the weights of that epoch (kept by ``train --save-epochs``) instead of the kept ones."""
+    ``epoch``, the weights of that epoch (kept by ``train --save-epochs``) instead of the kept ones;
+    ``config``: the run's configuration when the caller has read it already (``train --resume``),
+    else read from config.json."""
     path = Path(path)
     require_run_files(path)
     weights = path / WEIGHTS if epoch is None else epoch_weights(path, epoch)
@@ -166,7 +169,8 @@ def load_run(path: str | Path, device: str | torch.device = "cpu", epoch: int | 
         raise UserError(
             f"{path / 'versions.json'}: run format version {found}, this rationale-cli reads version {FORMAT_VERSION}"
         )
-    config = from_saved(located(read_json(path / "config.json"), path), str(path / "config.json"))
+    if config is None:
+        config = from_saved(located(read_json(path / "config.json"), path), str(path / "config.json"))
     vocab = Vocab.load(path / "vocab.json")
     task = task_from_dict(read_json(path / "task.json"), str(path / "task.json"))
     pretrained = run_transformer(path, vocab.itos) if config.pretrained else None

@@ -184,7 +184,7 @@ def train_run(
     fingerprint = data_fingerprint(train, valid)
     writer = rank() == 0  # rank 0 writes the run directory and reports
     if resume:
-        loaded = load_run(out, device)
+        loaded = load_run(out, device, config=config)  # its options as resume_config read them
         vocab, task, model = loaded.vocab, loaded.task, loaded.model
     else:
         config, vocab, task, model = new_model(config, train, valid, console if writer else None, device, selector)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from rationale_cli.models.budget import Budget, top_k_mask
+from rationale_cli.models.budget import Budget, BudgetUse, top_k_mask
 from rationale_cli.models.options import Options, option
 from rationale_cli.models.selection import Selection, Selector
 
@@ -37,7 +37,7 @@ def as_gate(alpha: Tensor) -> Tensor:
 @dataclass(frozen=True)
 class AttentionOptions(Options):
     budget: Budget = option(Budget(0.13), "the rationale at test time: the best tokens by attention weight",
-                            role="test-time size")
+                            role="test-time size", use=BudgetUse.TEST_TIME)
 
 
 class AttentionSelector(Selector):

@@ -44,7 +44,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from rationale_cli.models.budget import Budget
+from rationale_cli.models.budget import Budget, BudgetUse
 from rationale_cli.models.lagrangian import EqualityMultiplier, RateOptions
 from rationale_cli.models.options import OptionError, option
 from rationale_cli.models.ranks import mean_over_ranks
@@ -100,7 +100,8 @@ class BernoulliOptions(RateOptions):
     reached 66.1% at 6.7%."""
 
     budget: Budget = option(Budget(0.13), "the expected selection rate held in training (both sides)",
-                            role="target held in training (with {lagrangian})", requires="lagrangian")
+                            role="target held in training (with {lagrangian})", requires="lagrangian",
+                            use=BudgetUse.HELD)
     lagrange_lr: float = option(0.05, "step size of the multiplicative Lagrange multiplier updates", above=0.0,
                                 requires="lagrangian")
     lagrange_rho: float = option(20.0, "weight of the augmented-Lagrangian term rho/2 (rate - target)^2",

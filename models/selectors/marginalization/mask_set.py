@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from rationale_cli.models.budget import Budget
+from rationale_cli.models.budget import Budget, BudgetUse
 from rationale_cli.models.options import Options, option
 from rationale_cli.models.search import OneOf
 from rationale_cli.models.selection import Selection, Selector
@@ -33,7 +33,8 @@ from rationale_cli.models.selection import Selection, Selector
 
 @dataclass(frozen=True)
 class MaskSetOptions(Options):
-    budget: Budget = option(Budget(0.13), "at most this many tokens in every mask of the support", role="cap")
+    budget: Budget = option(Budget(0.13), "at most this many tokens in every mask of the support", role="cap",
+                            use=BudgetUse.CAP)
     pairwise: bool = option(False, "a learned coherence score for adjacent selected tokens")
     coherence: float | None = option(None, "cost per 0/1 transition between adjacent tokens, subtracted "
                                      "from every mask's score (fewer, longer spans)", low=0.0, default_text="0")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from torch import Tensor, nn
 
-from rationale_cli.models.budget import Budget
+from rationale_cli.models.budget import Budget, BudgetUse
 from rationale_cli.models.distributions.ksubset import KSubset, simple_estimator
 from rationale_cli.models.options import Options, option
 from rationale_cli.models.search import OneOf
@@ -26,7 +26,8 @@ from rationale_cli.models.selection import Selection, Selector, selected_share
 class KSubsetOptions(Options):
     """The size of a k-subset extractor's rationale (exact)."""
 
-    budget: Budget = option(Budget(count=10), "exactly this many tokens per document (k)", role="exact size")
+    budget: Budget = option(Budget(count=10), "exactly this many tokens per document (k)", role="exact size",
+                            use=BudgetUse.EXACT)
 
 
 @dataclass(frozen=True)
