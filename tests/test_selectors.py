@@ -153,7 +153,7 @@ def test_a_selector_keeps_the_options_it_is_given_whole():
     by the selector; options of another extractor, or both at once, are a mistake."""
     from rationale_cli.models.options import OptionError
     from rationale_cli.models.selectors.binary.bernoulli import BernoulliOptions
-    from rationale_cli.models.selectors.hardkuma import HardKumaOptions
+    from rationale_cli.models.selectors.binary.hardkuma import HardKumaOptions
 
     options = HardKumaOptions(budget=Budget(0.2))
     assert build_selector("hardkuma", 8, options=options).options is options
