@@ -20,6 +20,7 @@ import torch
 
 from rationale_cli.data.sources import Document, as_records
 from rationale_cli.data.vocab import Vocab
+from rationale_cli.evaluation.reference import Reference
 from rationale_cli.models.decoding import OWN, Decoding
 from rationale_cli.models.model import RationaleModel
 from rationale_cli.models.selection import Selector
@@ -39,8 +40,10 @@ class Model:
     """A trained model with its vocabulary and task, ready to use on documents."""
 
     def __init__(self, model: RationaleModel, vocab: Vocab, task: Task, config: TrainConfig,
-                 metrics: dict | None = None, device: str | torch.device = "cpu", stopped: str | None = None):
+                 metrics: dict | None = None, device: str | torch.device = "cpu", stopped: str | None = None,
+                 reference: Reference | None = None):
         self.model, self.vocab, self.task, self.config, self.metrics = model, vocab, task, config, metrics
+        self.reference = reference  # the full-text reference trained beside it (evaluate scores it too)
         self.stopped = stopped  # why training stopped before its last epoch (early stop, time limit, divergence)
         self.device = resolve_device(device) if isinstance(device, str) else device
         self.model.to(self.device).eval()
@@ -85,7 +88,8 @@ class Model:
                  decoding: Decoding = OWN) -> dict:
         """The metrics of ``rationale evaluate``: the task metric, the selection rate, token
         precision/recall/F1 against gold rationales with chance levels, ERASER's metrics
-        (``eraser``) and, with ``faithfulness``, the reruns' scores (``faithfulness``).
+        (``eraser``), with ``faithfulness`` the reruns' scores (``faithfulness``), and the
+        full-text reference's beside the model's (``full_text_reference``).
         ``data``: what ``rationale evaluate`` reads (a path or 'demo'; its ``split``), or
         labelled documents."""
         from rationale_cli.data import sources
@@ -117,7 +121,8 @@ def load(path: str | Path, device: str = "auto") -> Model:
     run = load_run(Path(path), resolve_device(device))
     metrics_file = Path(path) / "metrics.json"
     metrics = read_json(metrics_file) if metrics_file.is_file() else None
-    return Model(run.model, run.vocab, run.task, run.config, metrics, device=next(run.model.parameters()).device)
+    return Model(run.model, run.vocab, run.task, run.config, metrics, device=next(run.model.parameters()).device,
+                 reference=run.reference)
 
 
 def train(data: str | Path, *, out: str | Path | None = None, force: bool = False, config: str | Path | None = None,
@@ -143,7 +148,8 @@ def train(data: str | Path, *, out: str | Path | None = None, force: bool = Fals
     console = Console(stderr=True, markup=False) if progress else None
     trained = train_config(cfg, None if out is None else Path(out), console, force=force, selector=selector)
     return Model(trained.model, trained.vocab, trained.task, trained.config, trained.metrics,
-                 device=next(trained.model.parameters()).device, stopped=trained.state.stop)
+                 device=next(trained.model.parameters()).device, stopped=trained.state.stop,
+                 reference=trained.reference)
 
 
 def tune(data: str | Path, *, out: str | Path, trials: int, storage: str | None = None,

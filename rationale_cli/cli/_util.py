@@ -203,6 +203,21 @@ def metrics_table(metrics: dict) -> Table:
     return table
 
 
+def reference_line(reference: dict) -> str:
+    """The full-text reference's score beside the model's, in one line (evaluate's
+    ``full_text_reference``, :meth:`rationale_cli.evaluation.reference.Reference.beside`)."""
+    metric, value, model, difference = (reference[k] for k in ("metric", "value", "model", "difference"))
+    line = f"full-text reference ({reference['setting']}): {metric} {shown_value(metric, value)}"
+    if difference is None:
+        return line
+    if metric == "accuracy":
+        cost = (f"{100 * abs(difference):.1f} points {'below' if difference < 0 else 'above'} it" if difference
+                else "the same")
+    else:
+        cost = f"{difference:+.5f}, {'worse' if difference > 0 else 'better' if difference < 0 else 'the same'}"
+    return f"{line}; this model {shown_value(metric, model)} ({cost})"
+
+
 def eraser_table(metrics: dict) -> Table | None:
     """ERASER's headline scores and the faithfulness of the rationales."""
     eraser = metrics.get("eraser", {})
@@ -241,6 +256,8 @@ def print_scores(metrics: dict, title: str, json_out: Optional[Path], per_docume
     extra = eraser_table(metrics)
     if extra is not None:
         shown.print(extra)
+    if "full_text_reference" in metrics:
+        shown.print(reference_line(metrics["full_text_reference"]), highlight=False, soft_wrap=True)
     if json_out is not None:
         write_metrics(json_out, metrics)
         stderr().print(f"wrote {json_out}", highlight=False)

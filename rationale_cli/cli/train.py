@@ -17,7 +17,7 @@ from typing import Any, Optional
 import typer
 from rich.markup import escape
 
-from rationale_cli.cli._util import Command, app, friendly, metrics_table, signal_name, stderr, stdout
+from rationale_cli.cli._util import Command, app, friendly, metrics_table, reference_line, signal_name, stderr, stdout
 from rationale_cli.models.options import Spec, spelled
 from rationale_cli.models.selectors import SELECTORS, all_option_specs, option_specs
 from rationale_cli.runs.config import ALIASES, TRAIN_SPECS
@@ -30,7 +30,8 @@ RUN_PANEL = "Run"
 PANELS = {
     "Data": ("data", "format", "aspect", "valid", "valid_fraction", "task", "text_col", "label_col", "query"),
     "Model": ("extractor", "encoder", "selector_encoder", "predictor_encoder", "pretrained", "freeze_layers",
-              "embeddings", "embedding_dim", "fix_embeddings", "hidden_size", "dropout", "min_freq", "max_vocab"),
+              "embeddings", "embedding_dim", "fix_embeddings", "hidden_size", "dropout", "min_freq", "max_vocab",
+              "reference"),
     "Training": ("epochs", "batch_size", "lr", "weight_decay", "lr_decay", "lr_final", "lr_decay_epochs",
                  "pretrained_lr", "predictor_lr", "guidance", "clip", "patience", "keep", "rate_tolerance", "save_epochs",
                  "time_limit", "seed", "device"),
@@ -124,6 +125,7 @@ def extractor_epilog() -> str:
 
 def train(out: Path, config: Optional[Path], force: bool, resume: bool, verbose: bool = False, **options):
     """Train a select-then-predict model and write a run directory."""
+    from rationale_cli.evaluation.reference import main_metric
     from rationale_cli.runtime.devices import flush_denormals
     from rationale_cli.runtime.signals import Stopped
     from rationale_cli.training.endings import stopped_state
@@ -144,6 +146,11 @@ def train(out: Path, config: Optional[Path], force: bool, resume: bool, verbose:
     valid = trained.state.best["valid"]
     stdout().print(f"validation ({valid['documents']:,} documents)", style="bold", highlight=False)
     stdout().print(metrics_table(valid))
+    if trained.reference is not None:
+        metric = main_metric(trained.task)
+        beside = trained.reference.beside(metric, trained.reference.valid["value"], valid.get(metric),
+                                          valid["documents"])
+        stdout().print(reference_line(beside), highlight=False, soft_wrap=True)
 
 
 def train_command():

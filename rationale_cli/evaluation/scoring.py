@@ -16,6 +16,7 @@ from rationale_cli.data.readers.beer import file_aspect
 from rationale_cli.data.records import Record, spans_to_mask
 from rationale_cli.evaluation.faithfulness import faithfulness_summary, scored_documents
 from rationale_cli.evaluation.predictions_file import paired, read_predictions
+from rationale_cli.evaluation.reference import main_metric
 from rationale_cli.metrics.eraser_scores import ScoredDocument, drop, eraser_scores, iou_scores
 from rationale_cli.metrics.scores import ClassificationScores, RationaleScores, RegressionScores, document_scores
 from rationale_cli.models.decoding import OWN, Decoding
@@ -54,7 +55,8 @@ ASPECT_FORMATS = ("demo", "beer", "beer-annotations")
 def evaluate_model(loaded, records: Sequence[Record], *, batch_size: int, device, faithfulness: bool = True,
                    decoding: Decoding = OWN, progress: Progress = no_progress) -> tuple[dict, list[dict]]:
     """A trained run's (``model``, ``vocab``, ``task``) metrics on labelled documents decoded as
-    ``decoding`` says, and the per-document rows; ``progress`` reports each pass over them."""
+    ``decoding`` says (with its full-text reference's under ``full_text_reference`` where it has
+    one), and the per-document rows; ``progress`` reports each pass over them."""
     unlabelled = [r for r in records if r.label is None]
     if unlabelled:
         raise UserError(f"{unlabelled[0].where}: no label ({len(unlabelled)} such document(s)); evaluate needs "
@@ -71,6 +73,9 @@ def evaluate_model(loaded, records: Sequence[Record], *, batch_size: int, device
         metrics["test_rate"] = decoding.rate.to_json()  # the size asked for; selection_rate is the one reached
     metrics["eraser"] = eraser_scores(docs)
     metrics["faithfulness"] = faithfulness_summary(pairs)
+    if loaded.reference is not None:
+        metrics["full_text_reference"] = loaded.reference.compared(records, loaded.task,
+                                                                   metrics.get(main_metric(loaded.task)))
     return metrics, [document_row(doc, extra) for doc, extra in pairs]
 
 

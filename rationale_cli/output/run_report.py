@@ -20,6 +20,7 @@ import torch
 from matplotlib.figure import Figure
 
 from rationale_cli.data import sources
+from rationale_cli.evaluation.reference import main_metric
 from rationale_cli.metrics.scores import RationaleScores
 from rationale_cli.models.budget import Budget, top_k_mask
 from rationale_cli.output.plots import Curve, Panel, Series, precision_size_figure, save_png, svg, training_figure
@@ -99,6 +100,7 @@ class RunSummary:
     gold_share: float | None = None
     curve: SizeCurve | None = None
     note: str = ""
+    reference: dict | None = None  # the full-text reference beside the model on the documents
 
 
 @dataclass
@@ -190,7 +192,21 @@ def summarize(run: Run, label: str, slug: str, *, data: str | None = None, fmt: 
     summary = RunSummary(label, slug, run.path, cfg.to_dict(), read_metrics(run.path), source,
                          examples=[document_item(out) for out in outputs[:examples]])
     _measure(summary, [out for out in outputs if out.record.rationale is not None])
+    summary.reference = beside_reference(run, outputs)
     return summary
+
+
+def beside_reference(run: Run, outputs: Sequence[Output]) -> dict | None:
+    """The run's full-text reference and its model scored on the labelled documents of
+    ``outputs`` (None without a reference or labels)."""
+    labelled = [out for out in outputs if out.record.label is not None]
+    if run.reference is None or not labelled:
+        return None
+    scores = run.task.scores()
+    for out in labelled:
+        scores.add(out.prediction, out.record.label)
+    value = scores.result()[main_metric(run.task)]
+    return run.reference.compared([out.record for out in labelled], run.task, value)
 
 
 def _measure(summary: RunSummary, outputs: list[Output]) -> None:
@@ -307,6 +323,8 @@ def _run_section(s: RunSummary, plot: Plot | None, first: int) -> str:
              _table(f"validation, kept epoch {s.metrics['best_epoch']}", _flat(s.metrics.get("valid", {})))]
     if s.test is not None:
         parts.append(_table(f"on {s.data}: decoded rationales", {k: s.test[k] for k in TEST_KEYS}))
+    if s.reference is not None:
+        parts.append(_table(f"on {s.data}: full-text reference", s.reference))
     parts += [_table("configuration", {k: str(v) for k, v in s.config.items() if v is not None}), "</div>"]
     if s.examples:
         kinds = {item["record"].rationale is not None for item in s.examples}

@@ -113,6 +113,10 @@ class TrainConfig:
                                "directory (each as large as model.safetensors), for `evaluate --epoch N`.")
     time_limit: float = option(0.0, "Minutes of training at most: no epoch is started that the slowest one "
                                "so far says would end later, 0 = off.", low=0.0)
+    reference: bool = option(True, "Also fit the full-text reference: a TF-IDF n-gram linear model on the whole "
+                             "text (logistic or ridge regression, chosen on the validation split), scored "
+                             "beside the model wherever the run is, to show what reading only the rationale "
+                             "costs.")
     seed: int = option(0, "Random seed.", low=0)
     device: str = option("auto", "auto, cpu, cuda or cuda:N.")
     options: Options | None = None  # the extractor's own, declared by its selector

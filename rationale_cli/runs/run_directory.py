@@ -2,7 +2,8 @@
 
 ``model.safetensors`` (weights), ``config.json`` (the resolved training options),
 ``vocab.json``, ``task.json`` (task and labels), ``metrics.json`` and
-``versions.json``; a run of a transformer encoder also ``transformer/``, its configuration and
+``versions.json``; the full-text reference (``reference.json`` and ``reference.safetensors``,
+:mod:`rationale_cli.evaluation.reference`) unless trained without it; a run of a transformer encoder also ``transformer/``, its configuration and
 tokenizer files (:mod:`rationale_cli.runs.pretrained`). Every file is written atomically, so an interrupted run never
 leaves a broken model file behind.
 """
@@ -19,6 +20,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from rationale_cli.data.vocab import Vocab
+from rationale_cli.evaluation.reference import Reference, load_reference
 from rationale_cli.models.encoders.hf import Pretrained
 from rationale_cli.models.model import RationaleModel
 from rationale_cli.runs.config import FROM_RUN, TrainConfig, from_saved, located, paths_from_run
@@ -113,6 +115,7 @@ class Run:
     vocab: Vocab
     task: Task
     model: RationaleModel
+    reference: Reference | None = None  # the full-text reference fitted beside it
 
 
 def read_json(path: Path, kind: type = dict):
@@ -189,7 +192,7 @@ def load_run(path: str | Path, device: str | torch.device = "cpu", epoch: int | 
         detail = next((ln.strip() for ln in str(err).splitlines()[1:] if ln.strip()), "")
         raise UserError(f"{weights}: weights do not match config.json ({first} {detail})") from None
     model.to(device).eval()
-    return Run(path, config, vocab, task, model)
+    return Run(path, config, vocab, task, model, load_reference(path))
 
 
 def load_for_inference(run: str | Path, device: str, epoch: int | None = None) -> tuple[Run, torch.device]:

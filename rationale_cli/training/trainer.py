@@ -21,6 +21,8 @@ from rationale_cli.data.batching import model_tokens
 from rationale_cli.data.records import Record
 from rationale_cli.data.vectors import load_vectors
 from rationale_cli.data.vocab import Vocab
+from rationale_cli.evaluation import reference as full_text
+from rationale_cli.evaluation.reference import Reference
 from rationale_cli.models.model import RationaleModel
 from rationale_cli.models.ranks import world_size
 from rationale_cli.runs.config import TrainConfig
@@ -79,6 +81,7 @@ class Trained:
     task: Task
     model: RationaleModel
     state: FitState
+    reference: Reference | None = None  # the full-text reference, unless trained without it
 
     @property
     def metrics(self) -> dict:
@@ -137,9 +140,29 @@ def start_run_directory(out: Path, config: TrainConfig, vocab: Vocab, task: Task
     """Everything of a new run directory but the weights and metrics; the files of a run it
     replaces are removed, so none of them can be mixed with these (a stop signal waits)."""
     with writing():
-        for name in (WEIGHTS, RESUME, "metrics.json"):
+        for name in (WEIGHTS, RESUME, "metrics.json", *full_text.FILES):
             (out / name).unlink(missing_ok=True)
         save_run(out, config, vocab, task, world_size())
+
+
+def run_reference(config: TrainConfig, train: list[Record], valid: list[Record], task: Task, out: Path | None,
+                  console: Console | None, resume: bool) -> Reference | None:
+    """The full-text reference of the run (:mod:`rationale_cli.evaluation.reference`): fitted on
+    its training documents and saved in ``out``, or the one saved there when it resumes; None
+    with ``--no-reference``."""
+    if not config.reference:
+        return None
+    if resume and out is not None and (out / full_text.JSON).is_file():
+        return full_text.load_reference(out)
+    reference = full_text.fit_reference(train, valid, task)
+    if out is not None:
+        with writing():
+            reference.save(out)
+    if console is not None:
+        valid_score = reference.valid
+        console.print(f"full-text reference: {reference.setting}, chosen on validation: {valid_score['metric']} "
+                      f"{valid_score['value']:.4g}", highlight=False)
+    return reference
 
 
 def resume_state(out: Path, config: TrainConfig, model: RationaleModel, optimizer, rng: random.Random,
@@ -213,6 +236,7 @@ def train_run(
                       f"{sum(p.numel() for p in params):,} trainable parameters, device {device}{processes}",
                       highlight=False)
         hooks.append(ConsoleReport(console, verbose))
+    reference = run_reference(config, train, valid, task, out, console, resume) if writer else None
     if writer and config.time_limit > 0:
         hooks.append(TimeLimit(config.time_limit))
     try:
@@ -230,7 +254,7 @@ def train_run(
     if out is not None and rank() == 0 and state.warnings:
         with writing():
             write_json(out / "metrics.json", state.metrics())
-    return Trained(config, vocab, task, model, state)
+    return Trained(config, vocab, task, model, state, reference)
 
 
 def train_config(config: TrainConfig, out: Path | None = None, console: Console | None = None, *,
