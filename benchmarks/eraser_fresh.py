@@ -103,11 +103,14 @@ def main() -> None:
     append_result({
         "benchmark": "eraser_fresh", "dataset": "movies", "support": str(args.support),
         "support_extractor": config["extractor"], "support_encoder": config["encoder"], "encoder": args.encoder,
+        "extractor": config["extractor"], "predictor_encoder": args.encoder,
         "vectors": vectors_name(vectors),
         "rate": args.rate, "coherence": None if best == "sentences" else float(best), "sentences": best == "sentences",
         "chosen_on": "validation", "validation_loss": {name: tried[name]["validation_loss"] for name in candidates},
         "shares": tried[best]["shares"],
         "accuracy": test["accuracy"], "support_accuracy": selected["accuracy"],
+        # the support run's full-text reference, on the same test documents
+        "reference_accuracy": selected.get("full_text_reference", {}).get("value"),
         "selection_rate": selected["selection_rate"], "spans": selected["spans"], "precision": selected["precision"],
         "token_f1_micro": eraser["token_prf"]["instance_micro"]["f1"],
         "token_f1_macro": eraser["token_prf"]["instance_macro"]["f1"],
@@ -115,7 +118,8 @@ def main() -> None:
         "seed": args.seed, "command": tried[best]["command"], "train_seconds": tried[best]["train_seconds"],
         "script": invocation(), "commit": git_commit(),
     })
-    print(f"{folder_name(best)} chosen on validation: accuracy {test['accuracy']:.3f}, IOU F1 "
+    print(f"{folder_name(best)} chosen on validation: accuracy {test['accuracy']:.3f} (full-text reference "
+          f"{selected.get('full_text_reference', {}).get('value')}), IOU F1 "
           f"{eraser['iou_scores'][0]['micro']['f1']:.3f}, token F1 {eraser['token_prf']['instance_micro']['f1']:.3f}")
     write_report()
 

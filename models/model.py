@@ -23,7 +23,7 @@ from rationale_cli.models.decoding import OWN, Decoding
 from rationale_cli.models.encoders.base import TokenRows
 from rationale_cli.models.encoders.hf import HFEncoder, Pretrained
 from rationale_cli.models.options import Options
-from rationale_cli.models.selection import Selection, Selector
+from rationale_cli.models.selection import Selection, Selector, selected_share
 from rationale_cli.models.selectors import build_selector, selector_class
 
 
@@ -44,12 +44,16 @@ class RationaleModel(nn.Module):
         selector_encoder: str | None = None,
         predictor_encoder: str | None = None,
         pretrained: Pretrained | None = None,
+        support: Decoding | None = None,
     ):
         """``encoder`` names the architecture (:mod:`rationale_cli.models.architectures`); ``selector_encoder``
         or ``predictor_encoder`` another encoder on that side; ``pretrained`` the transformer
         of an ``hf`` side; ``extractor_options`` the extractor's: its ``Options``, checked once
         where they were made and kept as they are, or their values (checked by the selector).
-        The word embeddings exist only when an encoder reads them."""
+        The word embeddings exist only when an encoder reads them. With ``support``, the
+        selector side (embeddings, selector encoder, selector) is fixed and decodes as
+        ``support`` says in training too, and that is the model's own decoding: only the
+        predictor learns (two-stage training, :mod:`rationale_cli.training.support`)."""
         super().__init__()
         kind = selector_class(extractor) if isinstance(extractor, str) else extractor
         parts = build_architecture(encoder, embedding_dim, hidden_size, outputs, dropout=dropout,
@@ -74,6 +78,22 @@ class RationaleModel(nn.Module):
             self.selector = extractor(states, **own)
         self.predictor_encoder = parts.predictor_encoder
         self.output = parts.output
+        self.support = support
+        if support is not None:
+            for part in self.selector_side():
+                part.requires_grad_(False)
+
+    def selector_side(self) -> list[nn.Module]:
+        """The modules that choose the rationale (a fixed support's whole side)."""
+        return [part for part in (self.embed, self.selector_encoder, self.selector) if part is not None]
+
+    def train(self, mode: bool = True) -> RationaleModel:
+        """Training mode, but for a fixed support's selector side (no dropout there)."""
+        super().train(mode)
+        if self.support is not None:
+            for part in self.selector_side():
+                part.eval()
+        return self
 
     def embedded(self, ids: Tensor) -> Tensor | None:
         """The word embeddings of ``ids`` ``[B, T, D]``, None when no encoder reads them."""
@@ -133,14 +153,20 @@ class RationaleModel(nn.Module):
         return self.output(self.predictor_encoder.gated(emb, gate, read, rows, tokens, skip=skip_zeros))
 
     def forward(self, ids: Tensor, mask: Tensor, visible: Tensor | None = None,
-                full_text: bool = False) -> tuple[Selection, Tensor]:
+                full_text: bool = False, sentences: Tensor | None = None) -> tuple[Selection, Tensor]:
         """Training pass: the selection and the predictor's outputs for each of its masks.
         ``visible`` ``[B, T]`` marks positions (a query after the document) that both
         encoders read and the selector never selects. With ``full_text``, the outputs have one
-        more column, last: the predictor on the whole text (for full-text guidance)."""
+        more column, last: the predictor on the whole text (for full-text guidance). A fixed
+        support decodes its one mask (in ``sentences`` when it decodes in sentences)."""
         emb = self.embedded(ids)
         selectable = mask if visible is None else mask - visible
-        selection = self.selector(self.states(emb, mask, ids), selectable)
+        if self.support is not None:
+            with torch.no_grad():
+                z, _ = self.rationale(emb, ids, mask, selectable, self.support, sentences)
+            selection = Selection.single(z, selected=selected_share(z, selectable))
+        else:
+            selection = self.selector(self.states(emb, mask, ids), selectable)
         masks = selection.masks if visible is None else selection.masks + visible.unsqueeze(1)
         weighted = selection.weights > 0
         if bool(weighted.all()):
@@ -163,14 +189,25 @@ class RationaleModel(nn.Module):
         """Test-time rationale ``z [B, T]``, per-token scores ``[B, T]`` and outputs ``[B, outputs]``,
         decoded as ``decoding`` says (:mod:`rationale_cli.models.decoding`; by default the extractor's own way).
         Decoding in sentences needs ``sentences`` ``[B, T]``, each position's sentence index."""
+        emb = self.embedded(ids)
+        selectable = mask if visible is None else mask - visible
+        z, scores = self.rationale(emb, ids, mask, selectable, self.decoding_of(decoding), sentences)
+        read = z if visible is None else z + visible
+        return z, scores, self.predict_masked(emb, mask, read.unsqueeze(1), ids)[:, 0]
+
+    def decoding_of(self, decoding: Decoding) -> Decoding:
+        """What ``decoding`` means for this model: a fixed support's for the model's own."""
+        return self.support if decoding == OWN and self.support is not None else decoding
+
+    def rationale(self, emb: Tensor | None, ids: Tensor, mask: Tensor, selectable: Tensor, decoding: Decoding,
+                  sentences: Tensor | None) -> tuple[Tensor, Tensor]:
+        """The decoded rationale ``z [B, T]`` of the ``selectable`` positions and their scores."""
         if decoding.sentences and sentences is None:
             raise ValueError("decoding in sentences needs each token's sentence index")
         taken = self.selector.decode_settings
         settings = decoding.selector_arguments(taken)
         in_runs_after = decoding.coherence is not None and "coherence" not in taken  # rationale_cli.models.coherent
-        emb = self.embedded(ids)
         states = self.states(emb, mask, ids)
-        selectable = mask if visible is None else mask - visible
         z, scores = self.selector.decode_with_scores(states, selectable, **settings)
         if decoding.rate is not None:  # never a token scored 0 (outside a sparse support)
             z = top_k_mask(scores, selectable, decoding.rate.tokens(selectable)) * (scores > 0)
@@ -180,6 +217,4 @@ class RationaleModel(nn.Module):
             z = in_runs(z, scores, selectable, decoding.coherence)
         elif decoding.sentences:
             z = in_sentences(z, scores, selectable, sentences)
-        z, scores = z * selectable, scores * selectable
-        read = z if visible is None else z + visible
-        return z, scores, self.predict_masked(emb, mask, read.unsqueeze(1), ids)[:, 0]
+        return z * selectable, scores * selectable

@@ -31,7 +31,7 @@ PANELS = {
     "Data": ("data", "format", "aspect", "valid", "valid_fraction", "task", "text_col", "label_col", "query"),
     "Model": ("extractor", "encoder", "selector_encoder", "predictor_encoder", "pretrained", "freeze_layers",
               "embeddings", "embedding_dim", "fix_embeddings", "hidden_size", "dropout", "min_freq", "max_vocab",
-              "reference"),
+              "reference", "support", "support_sentences"),
     "Training": ("epochs", "batch_size", "lr", "weight_decay", "lr_decay", "lr_final", "lr_decay_epochs",
                  "pretrained_lr", "predictor_lr", "guidance", "clip", "patience", "keep", "rate_tolerance", "save_epochs",
                  "time_limit", "seed", "device"),

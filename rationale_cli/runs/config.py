@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 from rationale_cli.data.readers import FORMATS
 from rationale_cli.data.sources import is_demo
 from rationale_cli.models.architectures import ARCHITECTURES, SIDES, TRANSFORMER
+from rationale_cli.models.decoding import Decoding
 from rationale_cli.models.options import OptionError, Options, Spec, option, specs
 from rationale_cli.models.search import OneOf, Searched
 from rationale_cli.models.selectors import SELECTORS, all_option_specs, selector_class
@@ -73,6 +74,14 @@ class TrainConfig:
     pretrained_lr: float | None = option(None, "The learning rate of a transformer's own weights (times "
                                          "{predictor_lr} on the predictor's side), e.g. 5e-5 beside an {lr} of "
                                          "0.002 for the rest.", above=0.0, high=1e6, default_text="{lr}")
+    support: str | None = option(None, "Two-stage training: a trained run whose selector decodes each document's "
+                                 "rationale at its budget, fixed, and a new predictor ({predictor_encoder} or "
+                                 "{encoder}) learns from the rationales alone (Jain et al. 2020, FRESH). The "
+                                 "selector side (extractor, its options, selector encoder, vocabulary, word "
+                                 "vectors, hidden size) is the run's, copied into this one.", default_text="none")
+    support_sentences: bool = option(True, "With {support}: decode the rationales in whole sentences (each "
+                                     "document keeps the support's count of tokens, in the sentences that score "
+                                     "highest).")
     embeddings: str | None = option(None, "Pretrained word vectors, GloVe or word2vec text (.gz too).")
     embedding_dim: int = option(200, "Embedding size without --embeddings.", low=1)
     fix_embeddings: bool | None = option(None, "Keep the embeddings fixed.",
@@ -150,6 +159,17 @@ class TrainConfig:
         budget = self.options.held_budget()
         return None if budget is None else budget.share
 
+    def support_decoding(self) -> Decoding | None:
+        """How the fixed selector of a two-stage run decodes (:mod:`rationale_cli.training.support`):
+        at its budget, in sentences if asked; None for a run without support."""
+        if not self.support:
+            return None
+        budget = self.options.held_budget()
+        if budget is None:
+            raise UserError(f"--support {self.support}: its {self.extractor} extractor holds no selection rate "
+                            "(--budget) to decode at; give a run of an extractor with a budget")
+        return Decoding(rate=budget, sentences=self.support_sentences)
+
     def keep_rule(self):
         """The rule choosing the kept epoch (:class:`rationale_cli.runs.keep.Keep`)."""
         return Keep() if self.keep == "best-loss" else Keep(self.rate_target(), self.rate_tolerance)
@@ -165,7 +185,7 @@ class TrainConfig:
 
 TRAIN_SPECS: dict[str, Spec] = specs(TrainConfig)
 # the options naming a file or folder: saved as absolute paths, and as paths from the run directory
-PATH_OPTIONS = ("data", "valid", "embeddings")
+PATH_OPTIONS = ("data", "valid", "embeddings", "support")
 FROM_RUN = "paths_from_run"
 # what a saved config holds beside its options: how the run was trained, where its paths lie from it
 RUN_FACTS = ("processes", "effective_batch_size", FROM_RUN)

@@ -45,7 +45,7 @@ def rounded(values: Tensor, decimals: int) -> Tensor:
 def decode_batch(model: RationaleModel, batch: Batch, decoding: Decoding = OWN) -> tuple[Tensor, Tensor, Tensor]:
     """``model.decode`` of ``batch`` as ``decoding`` says, with the batch's sentences when it
     asks for them."""
-    asked = {"sentences": batch.sentences()} if decoding.sentences else {}
+    asked = {"sentences": batch.sentences()} if model.decoding_of(decoding).sentences else {}
     return model.decode(batch.ids, batch.mask, batch.visible, decoding, **asked)
 
 

@@ -68,6 +68,7 @@ def build_model(config: TrainConfig, vocab_size: int, task: Task, embeddings=Non
         selector_encoder=config.selector_encoder,
         predictor_encoder=config.predictor_encoder,
         pretrained=pretrained,
+        support=config.support_decoding(),
     )
 
 

@@ -41,7 +41,9 @@ def training_loss(model, task: Task, batch: Batch, guidance: float = 0.0) -> tup
     ``+ g * (task_loss(full) + (weights * D(full || rationale)).sum(-1)).mean()``, ``D``
     (:meth:`Task.divergence`) against the full text's detached output, which pulls the rationale's
     prediction toward it."""
-    selection, outputs = model(batch.ids, batch.mask, batch.visible, full_text=bool(guidance))
+    fixed = getattr(getattr(model, "module", model), "support", None)  # DDP wraps the model in .module
+    sentences = batch.sentences() if fixed is not None and fixed.sentences else None
+    selection, outputs = model(batch.ids, batch.mask, batch.visible, full_text=bool(guidance), sentences=sentences)
     targets = batch.targets.unsqueeze(1).expand(selection.weights.shape)
     outputs, full = outputs[:, : targets.shape[1]], outputs[:, targets.shape[1]:]  # full: [B, 1] with guidance
     task_loss = task.loss(outputs, targets)

@@ -47,6 +47,7 @@ from rationale_cli.training.checkpoint import RESUME, data_fingerprint, load_che
 from rationale_cli.training.distributed import local_device, rank
 from rationale_cli.training.endings import chance, ending_warnings
 from rationale_cli.training.loop import Callback, Diverged, FitState, fit
+from rationale_cli.training.support import copy_selector, supported
 
 
 def split_validation(records: list[Record], fraction: float) -> tuple[list[Record], list[Record]]:
@@ -100,7 +101,12 @@ def new_model(config: TrainConfig, train: list[Record], valid: list[Record], con
     task = infer_task([r.label for r in train], config.task)
     task.targets(train)
     task.targets(valid)
-    vocab = Vocab.build((model_tokens(r) for r in train), min_freq=config.min_freq, max_size=config.max_vocab)
+    support = None
+    if config.support:  # two-stage: the support run's vocabulary and selector side
+        config, support = supported(config)
+        vocab = support.vocab
+    else:
+        vocab = Vocab.build((model_tokens(r) for r in train), min_freq=config.min_freq, max_size=config.max_vocab)
     vectors = None
     if config.embeddings:
         vectors, info = load_vectors(config.embeddings, vocab)
@@ -113,6 +119,12 @@ def new_model(config: TrainConfig, train: list[Record], valid: list[Record], con
         model = build_model(config, len(vocab), task, vectors, selector, pretrained).to(device)
     except ValueError as err:
         raise UserError(f"--extractor {config.extractor} --encoder {config.encoder}: {err}") from None
+    if support is not None:
+        copy_selector(model, support)
+        if console is not None:
+            console.print(f"support: the selector of {support.path} ({config.extractor}, {config.selector_encoder} "
+                          f"encoder), fixed, decoding at {config.options.held_budget()}"
+                          f"{' in sentences' if config.support_sentences else ''}", highlight=False)
     try:
         model.freeze_transformers(config.freeze_layers)
     except ValueError as err:
@@ -249,7 +261,7 @@ def train_run(
         where = f"{out}: " if out is not None else ""
         raise UserError(f"{where}training diverged at {err}, before any epoch finished, so no model was saved; "
                         "try a lower --lr") from None
-    target = config.rate_target() if selector is None else None
+    target = config.rate_target() if selector is None and not config.support else None  # a support decodes as fixed
     state.warnings = ending_warnings(config, state.best["valid"], chance(task, train, valid), target)
     if out is not None and rank() == 0 and state.warnings:
         with writing():
