@@ -27,7 +27,7 @@ def runs(tmp_path_factory):
                     "--no-reference", *SMALL)
     assert result.exit_code == 0, result.output
     result = invoke("train", "--data", "demo", "--out", root / "second", "--support", root / "support",
-                    "--predictor-encoder", "bow", "--epochs", "2", "--lr", "0.01")
+                    "--predictor-encoder", "bow", "--lr", "0.01")
     assert result.exit_code == 0, result.output
     assert "support: the selector of" in result.output
     return root / "support", root / "second"
