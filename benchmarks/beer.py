@@ -251,6 +251,8 @@ def main() -> None:
                 "attention": config["attention"] if args.extractor == "sparse-attention" else None,
                 "seed": seed, "precision": test["precision"], "recall": test["recall"], "f1": test["f1"],
                 "selection_rate": test["selection_rate"], "mse": test["mse"], "train_seconds": round(seconds, 1),
+                # the run's full-text reference (TF-IDF ridge regression) on the same test reviews
+                "reference_mse": test.get("full_text_reference", {}).get("value"),
                 # the kept epoch on the validation reviews: what a blind choice between configurations reads
                 "valid_mse": trained["valid"]["mse"], "valid_rate": trained["valid"]["selection_rate"],
                 **({"search": args.search} if args.search else {}),

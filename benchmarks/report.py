@@ -423,6 +423,16 @@ def write_report() -> None:
                    pct(r["accuracy"]), pct(r["support_accuracy"]), f"{r['spans']:.1f}", pct(r["precision"]),
                    f"{r['token_f1_micro']:.3f} / {r['token_f1_macro']:.3f}",
                    f"{r['iou_f1_micro']:.3f} / {r['iou_f1_macro']:.3f}"]))
+    out.append(timing_section(
+        prose, rows, "eraser_support",
+        ["support", "predictor", "decoding (validation loss of each tried)", "accuracy", "reference", "difference",
+         "selected %", "token F1 micro / macro", "IOU F1 micro / macro", "seed", "train s"],
+        lambda r: [f"{r['extractor']} {r['encoder']}, budget {r['budget']}", r["predictor_encoder"],
+                   f"{r['decoding']} ({', '.join(f'{c}: {v:.3f}' for c, v in r['validation_loss'].items())})",
+                   pct(r["accuracy"]), pct(r["reference_accuracy"]) if r["reference_accuracy"] is not None else "-",
+                   f"{100 * (r['accuracy'] - r['reference_accuracy']):+.1f}" if r["reference_accuracy"] is not None
+                   else "-", pct(r["selection_rate"]), f"{r['token_f1_micro']:.3f} / {r['token_f1_macro']:.3f}",
+                   f"{r['iou_f1_micro']:.3f} / {r['iou_f1_macro']:.3f}", r["seed"], f"{r['train_seconds']:.0f}"]))
     # each section ends in a blank line; the file in one newline
     REPORT.write_text("".join(out).rstrip("\n") + "\n")
 

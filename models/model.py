@@ -87,14 +87,6 @@ class RationaleModel(nn.Module):
         """The modules that choose the rationale (a fixed support's whole side)."""
         return [part for part in (self.embed, self.selector_encoder, self.selector) if part is not None]
 
-    def train(self, mode: bool = True) -> RationaleModel:
-        """Training mode, but for a fixed support's selector side (no dropout there)."""
-        super().train(mode)
-        if self.support is not None:
-            for part in self.selector_side():
-                part.eval()
-        return self
-
     def embedded(self, ids: Tensor) -> Tensor | None:
         """The word embeddings of ``ids`` ``[B, T, D]``, None when no encoder reads them."""
         return None if self.embed is None else self.embed(ids)
@@ -161,7 +153,9 @@ class RationaleModel(nn.Module):
         support decodes its one mask (in ``sentences`` when it decodes in sentences)."""
         emb = self.embedded(ids)
         selectable = mask if visible is None else mask - visible
-        if self.support is not None:
+        if self.support is not None:  # fixed: it decodes as at test time, without dropout
+            for part in self.selector_side():
+                part.eval()
             with torch.no_grad():
                 z, _ = self.rationale(emb, ids, mask, selectable, self.support, sentences)
             selection = Selection.single(z, selected=selected_share(z, selectable))
@@ -197,7 +191,7 @@ class RationaleModel(nn.Module):
 
     def decoding_of(self, decoding: Decoding) -> Decoding:
         """What ``decoding`` means for this model: a fixed support's for the model's own."""
-        return self.support if decoding == OWN and self.support is not None else decoding
+        return self.support if self.support is not None and decoding == OWN else decoding
 
     def rationale(self, emb: Tensor | None, ids: Tensor, mask: Tensor, selectable: Tensor, decoding: Decoding,
                   sentences: Tensor | None) -> tuple[Tensor, Tensor]:

@@ -20,7 +20,6 @@ import torch
 
 from rationale_cli.data.sources import Document, as_records
 from rationale_cli.data.vocab import Vocab
-from rationale_cli.evaluation.reference import Reference
 from rationale_cli.models.decoding import OWN, Decoding
 from rationale_cli.models.model import RationaleModel
 from rationale_cli.models.selection import Selector
@@ -28,6 +27,7 @@ from rationale_cli.models.selectors import all_option_specs
 from rationale_cli.output.prediction import Rationale
 from rationale_cli.runs.config import TrainConfig, resolve
 from rationale_cli.runs.inference import at_corpus_rate, run_model
+from rationale_cli.runs.reference import Reference
 from rationale_cli.runs.task import Task
 from rationale_cli.runtime.devices import resolve_device
 from rationale_cli.runtime.errors import UserError

@@ -102,8 +102,8 @@ def test_callbacks_write_the_run_directory_of_rationale_train(tmp_path):
     result = CliRunner().invoke(app, ["train", "--data", "demo", "--out", str(cli), *flags])
     assert result.exit_code == 0, result.output
     train_config(from_values({**SMALL, "data": "demo"}), lib)
-    files = ["config.json", "metrics.json", "model.safetensors", "resume.safetensors", "task.json", "versions.json",
-             "vocab.json"]
+    files = ["config.json", "metrics.json", "model.safetensors", "reference.json", "reference.safetensors",
+             "resume.safetensors", "task.json", "versions.json", "vocab.json"]
     assert sorted(p.name for p in cli.iterdir()) == sorted(p.name for p in lib.iterdir()) == files
     for name in ("config.json", "task.json", "vocab.json", "versions.json"):
         assert (cli / name).read_text() == (lib / name).read_text(), name

@@ -12,10 +12,12 @@ import rationale_cli as rationale
 from rationale_cli.cli import app
 from rationale_cli.data import sources
 from rationale_cli.data.records import Record
-from rationale_cli.evaluation.reference import ARRAYS, JSON, NGRAMS, STRENGTHS, fit_reference, load_reference, ngrams
+from rationale_cli.runs.reference import NGRAMS, STRENGTHS, fit_reference, ngrams
+from rationale_cli.runs.run_directory import REFERENCE, load_reference, save_reference
 from rationale_cli.runs.task import Classification, Regression
 from rationale_cli.runtime.errors import UserError
 
+JSON, ARRAYS = REFERENCE
 SMALL = ["--extractor", "attention", "--encoder", "cnn", "--embedding-dim", "16", "--hidden-size", "16",
          "--batch-size", "100"]
 FILLER = ["the", "film", "was", "a", "story", "of", "people", "and", "time", "in", "it"]
@@ -54,7 +56,7 @@ def test_the_setting_best_on_validation_is_chosen_and_bigrams_win_where_only_the
 def test_saved_reference_is_json_and_safetensors_and_predicts_the_same(tmp_path):
     train, valid, test = reviews(120, 0), reviews(60, 1), reviews(60, 2)
     reference = fit_reference(train, valid, Classification(["neg", "pos"]))
-    reference.save(tmp_path)
+    save_reference(tmp_path, reference)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([JSON, ARRAYS])
     json.loads((tmp_path / JSON).read_text())  # plain JSON, nothing to unpickle
     again = load_reference(tmp_path)
@@ -79,7 +81,7 @@ def test_scores_are_fitted_by_ridge_and_kept_in_the_unit_interval():
 
 def test_a_damaged_reference_is_one_error_line(tmp_path):
     reference = fit_reference(reviews(40, 0), reviews(20, 1), Classification(["neg", "pos"]))
-    reference.save(tmp_path)
+    save_reference(tmp_path, reference)
     (tmp_path / ARRAYS).write_bytes(b"not safetensors")
     with pytest.raises(UserError, match="unreadable full-text reference.*remove reference.json"):
         load_reference(tmp_path)

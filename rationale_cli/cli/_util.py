@@ -205,7 +205,7 @@ def metrics_table(metrics: dict) -> Table:
 
 def reference_line(reference: dict) -> str:
     """The full-text reference's score beside the model's, in one line (evaluate's
-    ``full_text_reference``, :meth:`rationale_cli.evaluation.reference.Reference.beside`)."""
+    ``full_text_reference``, :meth:`rationale_cli.runs.reference.Reference.beside`)."""
     metric, value, model, difference = (reference[k] for k in ("metric", "value", "model", "difference"))
     line = f"full-text reference ({reference['setting']}): {metric} {shown_value(metric, value)}"
     if difference is None:

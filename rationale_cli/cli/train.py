@@ -125,7 +125,7 @@ def extractor_epilog() -> str:
 
 def train(out: Path, config: Optional[Path], force: bool, resume: bool, verbose: bool = False, **options):
     """Train a select-then-predict model and write a run directory."""
-    from rationale_cli.evaluation.reference import main_metric
+    from rationale_cli.runs.reference import main_metric
     from rationale_cli.runtime.devices import flush_denormals
     from rationale_cli.runtime.signals import Stopped
     from rationale_cli.training.endings import stopped_state

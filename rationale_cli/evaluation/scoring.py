@@ -16,11 +16,11 @@ from rationale_cli.data.readers.beer import file_aspect
 from rationale_cli.data.records import Record, spans_to_mask
 from rationale_cli.evaluation.faithfulness import faithfulness_summary, scored_documents
 from rationale_cli.evaluation.predictions_file import paired, read_predictions
-from rationale_cli.evaluation.reference import main_metric
 from rationale_cli.metrics.eraser_scores import ScoredDocument, drop, eraser_scores, iou_scores
 from rationale_cli.metrics.scores import ClassificationScores, RationaleScores, RegressionScores, document_scores
 from rationale_cli.models.decoding import OWN, Decoding
 from rationale_cli.runs.inference import evaluate as model_metrics
+from rationale_cli.runs.reference import main_metric
 from rationale_cli.runtime.atomic import writable_target, write_text_atomic
 from rationale_cli.runtime.errors import UserError
 from rationale_cli.runtime.progress import Progress, counted, no_progress

@@ -20,13 +20,13 @@ import torch
 from matplotlib.figure import Figure
 
 from rationale_cli.data import sources
-from rationale_cli.evaluation.reference import main_metric
 from rationale_cli.metrics.scores import RationaleScores
 from rationale_cli.models.budget import Budget, top_k_mask
 from rationale_cli.output.plots import Curve, Panel, Series, precision_size_figure, save_png, svg, training_figure
 from rationale_cli.output.render import document_item, escape, html_document, html_legend, html_page, html_summary
 from rationale_cli.output.study_report import study_figure, study_section
 from rationale_cli.runs.inference import Output, run_model
+from rationale_cli.runs.reference import main_metric
 from rationale_cli.runs.run_directory import Run, read_json
 from rationale_cli.runtime.atomic import writable_target, write_text_atomic
 from rationale_cli.runtime.errors import UserError

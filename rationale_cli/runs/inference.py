@@ -44,8 +44,10 @@ def rounded(values: Tensor, decimals: int) -> Tensor:
 
 def decode_batch(model: RationaleModel, batch: Batch, decoding: Decoding = OWN) -> tuple[Tensor, Tensor, Tensor]:
     """``model.decode`` of ``batch`` as ``decoding`` says, with the batch's sentences when it
-    asks for them."""
-    asked = {"sentences": batch.sentences()} if model.decoding_of(decoding).sentences else {}
+    asks for them (or the model's own decoding is a fixed support's in sentences)."""
+    fixed = getattr(model, "support", None)
+    in_sentences = decoding.sentences or (fixed is not None and fixed.sentences and decoding == OWN)
+    asked = {"sentences": batch.sentences()} if in_sentences else {}
     return model.decode(batch.ids, batch.mask, batch.visible, decoding, **asked)
 
 

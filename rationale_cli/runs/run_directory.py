@@ -3,7 +3,7 @@
 ``model.safetensors`` (weights), ``config.json`` (the resolved training options),
 ``vocab.json``, ``task.json`` (task and labels), ``metrics.json`` and
 ``versions.json``; the full-text reference (``reference.json`` and ``reference.safetensors``,
-:mod:`rationale_cli.evaluation.reference`) unless trained without it; a run of a transformer encoder also ``transformer/``, its configuration and
+:mod:`rationale_cli.runs.reference`) unless trained without it; a run of a transformer encoder also ``transformer/``, its configuration and
 tokenizer files (:mod:`rationale_cli.runs.pretrained`). Every file is written atomically, so an interrupted run never
 leaves a broken model file behind.
 """
@@ -17,14 +17,16 @@ from pathlib import Path
 
 import torch
 from safetensors import SafetensorError
+from safetensors.numpy import load_file as load_numpy
+from safetensors.numpy import save_file as save_numpy
 from safetensors.torch import load_file, save_file
 
 from rationale_cli.data.vocab import Vocab
-from rationale_cli.evaluation.reference import Reference, load_reference
 from rationale_cli.models.encoders.hf import Pretrained
 from rationale_cli.models.model import RationaleModel
 from rationale_cli.runs.config import FROM_RUN, TrainConfig, from_saved, located, paths_from_run
 from rationale_cli.runs.pretrained import run_transformer, save_transformer, transformers_version
+from rationale_cli.runs.reference import Reference, from_files
 from rationale_cli.runs.task import Task, task_from_dict
 from rationale_cli.runtime.atomic import atomic_path, write_text_atomic
 from rationale_cli.runtime.errors import UserError
@@ -34,6 +36,7 @@ from rationale_cli.runtime.version import VERSION
 FORMAT_VERSION = 1
 WEIGHTS = "model.safetensors"
 FILES = (WEIGHTS, "config.json", "vocab.json", "task.json", "versions.json")
+REFERENCE = ("reference.json", "reference.safetensors")  # the full-text reference's two files
 
 
 def write_json(path: Path, data) -> None:
@@ -107,6 +110,27 @@ def save_config(out: Path, config: TrainConfig, processes: int = 1) -> None:
     the run directory ``out``, so that a run moved with its data finds it (:func:`located`)."""
     saved = config.to_dict(processes)
     write_json(out / "config.json", {**saved, FROM_RUN: paths_from_run(saved, out)})
+
+
+def save_reference(out: Path, reference: Reference) -> None:
+    """The full-text reference's two files (:data:`REFERENCE`) in the run directory ``out``."""
+    data, arrays = reference.to_files()
+    with atomic_path(out / REFERENCE[1]) as tmp:
+        save_numpy(arrays, str(tmp))
+    write_json(out / REFERENCE[0], data)
+
+
+def load_reference(run: Path) -> Reference | None:
+    """The full-text reference saved in the run directory ``run``; None where it has none
+    (trained with ``--no-reference``, or before references were fitted)."""
+    described, arrays = (run / name for name in REFERENCE)
+    if not described.is_file():
+        return None
+    try:
+        return from_files(json.loads(described.read_text(encoding="utf-8")), load_numpy(str(arrays)))
+    except (OSError, ValueError, KeyError, TypeError, SafetensorError) as err:
+        raise UserError(f"{described}: unreadable full-text reference ({type(err).__name__}: {err}); remove "
+                        f"{described.name} and {arrays.name} to use the run without it") from None
 
 
 @dataclass

@@ -34,7 +34,7 @@ def supported(config: TrainConfig) -> tuple[TrainConfig, Run]:
     new = dataclasses.replace(config, extractor=own.extractor, options=own.options, encoder=own.encoder,
                               selector_encoder=selector, predictor_encoder=predictor,
                               embedding_dim=own.embedding_dim, hidden_size=own.hidden_size, embeddings=None,
-                              fix_embeddings=True, pretrained=own.pretrained, query=own.query)
+                              fix_embeddings=True, pretrained=own.pretrained or config.pretrained, query=own.query)
     new.support_decoding()  # one error line now for a support without a budget
     return new, support
 

@@ -21,19 +21,21 @@ from rationale_cli.data.batching import model_tokens
 from rationale_cli.data.records import Record
 from rationale_cli.data.vectors import load_vectors
 from rationale_cli.data.vocab import Vocab
-from rationale_cli.evaluation import reference as full_text
-from rationale_cli.evaluation.reference import Reference
 from rationale_cli.models.model import RationaleModel
 from rationale_cli.models.ranks import world_size
 from rationale_cli.runs.config import TrainConfig
 from rationale_cli.runs.pretrained import load_pretrained
+from rationale_cli.runs.reference import Reference, fit_reference
 from rationale_cli.runs.run_directory import (
+    REFERENCE,
     WEIGHTS,
     build_model,
     is_run_directory,
+    load_reference,
     load_run,
     read_json,
     save_config,
+    save_reference,
     save_run,
     write_json,
 )
@@ -152,24 +154,24 @@ def start_run_directory(out: Path, config: TrainConfig, vocab: Vocab, task: Task
     """Everything of a new run directory but the weights and metrics; the files of a run it
     replaces are removed, so none of them can be mixed with these (a stop signal waits)."""
     with writing():
-        for name in (WEIGHTS, RESUME, "metrics.json", *full_text.FILES):
+        for name in (WEIGHTS, RESUME, "metrics.json", *REFERENCE):
             (out / name).unlink(missing_ok=True)
         save_run(out, config, vocab, task, world_size())
 
 
 def run_reference(config: TrainConfig, train: list[Record], valid: list[Record], task: Task, out: Path | None,
                   console: Console | None, resume: bool) -> Reference | None:
-    """The full-text reference of the run (:mod:`rationale_cli.evaluation.reference`): fitted on
+    """The full-text reference of the run (:mod:`rationale_cli.runs.reference`): fitted on
     its training documents and saved in ``out``, or the one saved there when it resumes; None
     with ``--no-reference``."""
     if not config.reference:
         return None
-    if resume and out is not None and (out / full_text.JSON).is_file():
-        return full_text.load_reference(out)
-    reference = full_text.fit_reference(train, valid, task)
+    if resume and out is not None and (out / REFERENCE[0]).is_file():
+        return load_reference(out)
+    reference = fit_reference(train, valid, task)
     if out is not None:
         with writing():
-            reference.save(out)
+            save_reference(out, reference)
     if console is not None:
         valid_score = reference.valid
         console.print(f"full-text reference: {reference.setting}, chosen on validation: {valid_score['metric']} "

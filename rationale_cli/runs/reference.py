@@ -6,16 +6,14 @@ the validation split. Term frequencies are sublinear (1 + log tf): on ERASER mov
 0.875 validation accuracy against 0.86 with raw counts (benchmarks/movies_reference.py). It reads every token, so the difference between its score and the
 rationale model's is what reading only the rationale costs on the user's data.
 
-Saved in the run directory without pickle: ``reference.json`` (the vocabulary, the chosen
-setting, the validation scores of every setting tried) and ``reference.safetensors`` (the
-inverse document frequencies, weights and bias).
+Saved in the run directory without pickle (:func:`rationale_cli.runs.run_directory.save_reference`):
+``reference.json`` (the vocabulary, the chosen setting, the validation scores of every setting
+tried) and ``reference.safetensors`` (the inverse document frequencies, weights and bias).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -25,8 +23,6 @@ from rationale_cli.data.records import Record
 from rationale_cli.runs.task import Classification, Task
 from rationale_cli.runtime.errors import UserError
 
-JSON, ARRAYS = "reference.json", "reference.safetensors"
-FILES = (JSON, ARRAYS)
 FORMAT = 1
 NGRAMS = (1, 2)  # the longest n-gram: words alone, then words and bigrams
 STRENGTHS = {"logistic": (1.0, 10.0, 100.0, 1000.0),  # C, the inverse of the L2 penalty
@@ -111,41 +107,23 @@ class Reference:
                 "difference": None if model_value is None or value is None else model_value - value,
                 "setting": self.setting, "documents": documents}
 
-    def save(self, out: Path) -> None:
-        """``reference.json`` and ``reference.safetensors`` in the run directory ``out``."""
-        from safetensors.numpy import save_file
-
-        from rationale_cli.runs.run_directory import write_json
-        from rationale_cli.runtime.atomic import atomic_path
-
-        with atomic_path(out / ARRAYS) as tmp:
-            save_file({"idf": self.idf, "weights": self.weights, "bias": self.bias}, str(tmp))
-        write_json(out / JSON, {"format": FORMAT, "kind": self.kind, "longest_ngram": self.longest,
-                                "strength": self.strength, "classes": self.classes, "setting": self.setting,
-                                "valid": self.valid, "tried": self.tried, "vocabulary": self.vocabulary})
+    def to_files(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """What ``reference.json`` and ``reference.safetensors`` hold (:func:`from_files` reads them)."""
+        return ({"format": FORMAT, "kind": self.kind, "longest_ngram": self.longest, "strength": self.strength,
+                 "classes": self.classes, "setting": self.setting, "valid": self.valid, "tried": self.tried,
+                 "vocabulary": self.vocabulary},
+                {"idf": self.idf, "weights": self.weights, "bias": self.bias})
 
 
-def load_reference(run: Path) -> Reference | None:
-    """The reference saved in the run directory ``run``; None where it has none (trained with
-    ``--no-reference`` or before references were fitted)."""
-    from safetensors import SafetensorError
-    from safetensors.numpy import load_file
-
-    if not (run / JSON).is_file():
-        return None
-    try:
-        data = json.loads((run / JSON).read_text(encoding="utf-8"))
-        arrays = load_file(str(run / ARRAYS))
-        reference = Reference(data["kind"], int(data["longest_ngram"]), float(data["strength"]), data["vocabulary"],
-                              arrays["idf"], arrays["weights"], arrays["bias"], data["classes"], data["valid"],
-                              data["tried"])
-    except (OSError, ValueError, KeyError, TypeError, SafetensorError) as err:
-        raise UserError(f"{run / JSON}: unreadable full-text reference ({type(err).__name__}: {err}); "
-                        f"remove {JSON} and {ARRAYS} to use the run without it") from None
+def from_files(data: dict, arrays: dict[str, np.ndarray]) -> Reference:
+    """The reference of :meth:`Reference.to_files`'s two parts; ValueError, KeyError or
+    TypeError where they are not such a reference."""
+    reference = Reference(data["kind"], int(data["longest_ngram"]), float(data["strength"]), data["vocabulary"],
+                          arrays["idf"], arrays["weights"], arrays["bias"], data["classes"], data["valid"],
+                          data["tried"])
     if data.get("format") != FORMAT or reference.kind not in STRENGTHS or \
             reference.weights.shape[1:] != (len(reference.vocabulary),):
-        raise UserError(f"{run / JSON}: not a full-text reference this rationale-cli reads; remove {JSON} "
-                        f"and {ARRAYS} to use the run without it")
+        raise ValueError("not a full-text reference this rationale-cli reads")
     return reference
 
 

@@ -1,0 +1,79 @@
+"""ERASER movies, two-stage: ``rationale train --support RUN`` with each predictor, beside the
+full-text reference (:mod:`rationale_cli.training.support`, FRESH: Jain et al., 2020, section 3).
+
+For each predictor of ``--predictors`` (bow, cnn, hf, ...), a run is trained on the support's
+rationales of the train split, decoded at the support's budget in whole sentences and, with
+``--tokens``, also as its best tokens (``--no-support-sentences``); the decoding of lowest
+validation loss is chosen for that predictor (gold rationales play no part). Only then is the
+chosen run evaluated once on the test split: its accuracy (from the rationale alone), ERASER's
+token and IOU F1 of its rationales, and the run's full-text reference on the same documents.
+One row per predictor (``benchmark: eraser_support``) in results.jsonl; RESULTS.md is
+regenerated.
+
+    python benchmarks/eraser_support.py --support RUN --predictors bow cnn --runs /tmp/support -- --epochs 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from common import append_result, git_commit, invocation, movies_inputs, rationale, runs_folder
+from report import write_report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--support", type=Path, required=True, help="a trained run on ERASER movies")
+    parser.add_argument("--data-dir", default="../shared/data", help="folder holding eraser_movies/")
+    parser.add_argument("--predictors", nargs="+", default=["bow", "cnn"], help="the new runs' predictor encoders")
+    parser.add_argument("--tokens", action="store_true", help="also try the best tokens, not whole sentences")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--runs", default=None, help="keep the new runs here (default: a temporary folder)")
+    parser.add_argument("train_args", nargs=argparse.REMAINDER, help="after --: options for the new runs' training")
+    args = parser.parse_args()
+    extra = [a for a in args.train_args if a != "--"]
+    data, _ = movies_inputs(args.data_dir)
+    runs = runs_folder(args.runs, "eraser-support-")
+    support = json.loads((args.support / "config.json").read_text())
+    for predictor in args.predictors:
+        tried = {}
+        for decoding in ("sentences", "tokens") if args.tokens else ("sentences",):
+            out = runs / f"{predictor}-{decoding}"
+            flags = [] if decoding == "sentences" else ["--no-support-sentences"]
+            command, seconds = rationale("train", "--data", str(data), "--support", str(args.support),
+                                         "--predictor-encoder", predictor, *flags, "--seed", str(args.seed),
+                                         "--out", str(out), "--force", *extra)
+            metrics = json.loads((out / "metrics.json").read_text())
+            tried[decoding] = {"validation_loss": metrics["valid"]["loss"], "run": out, "command": command,
+                               "train_seconds": round(seconds, 1), "epochs": len(metrics["history"])}
+        best = min(tried, key=lambda name: tried[name]["validation_loss"])
+        chosen = tried[best]
+        result = chosen["run"] / "test.json"  # the test split, once
+        rationale("evaluate", str(chosen["run"]), str(data), "--split", "test", "--no-faithfulness",
+                  "--json", str(result))
+        test = json.loads(result.read_text())
+        eraser, reference = test["eraser"], test.get("full_text_reference", {})
+        append_result({
+            "benchmark": "eraser_support", "dataset": "movies", "support": str(args.support),
+            "extractor": support["extractor"], "encoder": support.get("selector_encoder") or support["encoder"],
+            "predictor_encoder": predictor, "budget": support.get("budget"), "decoding": best,
+            "chosen_on": "validation", "validation_loss": {name: row["validation_loss"] for name, row in tried.items()},
+            "accuracy": test["accuracy"], "reference_accuracy": reference.get("value"),
+            "reference_setting": reference.get("setting"), "selection_rate": test["selection_rate"],
+            "precision": test.get("precision"), "spans": test.get("spans"),
+            "token_f1_micro": eraser["token_prf"]["instance_micro"]["f1"],
+            "token_f1_macro": eraser["token_prf"]["instance_macro"]["f1"],
+            "iou_f1_micro": eraser["iou_scores"][0]["micro"]["f1"], "iou_f1_macro": eraser["iou_scores"][0]["macro"]["f1"],
+            "seed": args.seed, "epochs": chosen["epochs"], "command": chosen["command"],
+            "train_seconds": chosen["train_seconds"], "script": invocation(), "commit": git_commit(),
+        })
+        print(f"{predictor} predictor, {best} chosen on validation: accuracy {test['accuracy']:.3f} (full-text "
+              f"reference {reference.get('value')}), IOU F1 {eraser['iou_scores'][0]['macro']['f1']:.3f}, "
+              f"token F1 {eraser['token_prf']['instance_macro']['f1']:.3f}", flush=True)
+    write_report()
+
+
+if __name__ == "__main__":
+    main()
