@@ -154,7 +154,7 @@ def test_file_names_are_printed_as_they_are(run_dir, tmp_path):
 def test_predict_never_overwrites_its_input_and_needs_force_for_other_files(run_dir, tmp_path):
     data = tmp_path / "in.txt"
     data.write_text("a fine beer\n")
-    refused(invoke("predict", run_dir, data, "--out", data, "--force"), "is the input")
+    refused(invoke("predict", run_dir, data, "--out", data, "--force"), "is one of the command's inputs")
     assert data.read_text() == "a fine beer\n"
     out = tmp_path / "p.jsonl"
     out.write_text("keep me\n")
