@@ -29,6 +29,13 @@ def snapshot(folder: Path) -> dict:
     return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+def failed(result, *expected: str) -> None:
+    """Exit status 2 after what was printed before, ending in one error line, no traceback."""
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    last = result.output.strip().splitlines()[-1]
+    assert last.startswith("error: ") and all(text in last for text in expected), result.output
+
+
 def refused(result, *expected: str) -> None:
     assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()
@@ -154,7 +161,7 @@ def test_file_names_are_printed_as_they_are(run_dir, tmp_path):
 def test_predict_never_overwrites_its_input_and_needs_force_for_other_files(run_dir, tmp_path):
     data = tmp_path / "in.txt"
     data.write_text("a fine beer\n")
-    refused(invoke("predict", run_dir, data, "--out", data, "--force"), "is the input")
+    refused(invoke("predict", run_dir, data, "--out", data, "--force"), "is one of the command's inputs")
     assert data.read_text() == "a fine beer\n"
     out = tmp_path / "p.jsonl"
     out.write_text("keep me\n")
@@ -365,3 +372,187 @@ def test_predict_stopped_by_a_signal_does_not_say_it_wrote_the_output(run_dir, t
     lines = result.output.strip().splitlines()
     assert "wrote" not in result.output and f"predictions to {out}" not in result.output, result.output
     assert lines[0].startswith("stopped by SIGTERM") and "run the same command again to continue" in lines[0], lines
+
+
+# --------------------------------------------------------------------------- #
+# one output rule for every command: inputs and a run's files never, other files with --force
+
+
+@pytest.mark.parametrize("make_args", [
+    lambda run, tmp: ["evaluate", run, "demo", "--json", run / "model.safetensors", "--force"],
+    lambda run, tmp: ["evaluate", run, "demo", "--per-document", run / "metrics.json", "--force"],
+    lambda run, tmp: ["score", tmp / "p.jsonl", "demo", "--json", run / "config.json", "--force"],
+    lambda run, tmp: ["explain", run, "a fine beer", "--html", run / "vocab.json", "--force"],
+    lambda run, tmp: ["report", run, "--out", run / "task.json", "--force"],
+    lambda run, tmp: ["predict", run, EXAMPLES / "reviews.txt", "--out", run / "versions.json", "--force"],
+])
+def test_no_output_goes_over_a_run_file_even_with_force(run_dir, tmp_path, make_args):
+    before = snapshot(run_dir)
+    refused(invoke(*make_args(run_dir, tmp_path)), "is a file of the run directory", str(run_dir))
+    assert snapshot(run_dir) == before
+    assert invoke("predict", run_dir, EXAMPLES / "reviews.txt", "--out", tmp_path / "ok.jsonl").exit_code == 0
+
+
+@pytest.mark.parametrize("make_args", [
+    lambda run, mine: ["evaluate", run, "demo", "--json", mine],
+    lambda run, mine: ["evaluate", run, "demo", "--per-document", mine],
+    lambda run, mine: ["score", mine.parent / "p.jsonl", "demo", "--per-document", mine],
+    lambda run, mine: ["explain", run, "a fine beer", "--html", mine],
+    lambda run, mine: ["report", run, "--out", mine],
+])
+def test_a_users_file_is_replaced_only_with_force(run_dir, tmp_path, make_args):
+    mine = tmp_path / "mine.txt"
+    mine.write_text("the user's\n")
+    refused(invoke(*make_args(run_dir, mine)), f"{mine}: already exists", "--force")
+    assert mine.read_text() == "the user's\n"
+
+
+def test_evaluate_with_force_replaces_a_users_file_atomically(run_dir, tmp_path):
+    mine = tmp_path / "m.json"
+    mine.write_text("the user's\n")
+    result = invoke("evaluate", run_dir, "demo", "--json", mine, "--no-faithfulness", "--force")
+    assert result.exit_code == 0, result.output
+    assert json.loads(mine.read_text())["documents"] == 300 and list(tmp_path.iterdir()) == [mine]
+
+
+def test_no_output_goes_over_an_input_even_with_force(run_dir, tmp_path):
+    data = tmp_path / "docs.jsonl"
+    data.write_text(json.dumps({"text": "a thick white head", "score": 0.7, "rationale": [[0, 2]]}) + "\n")
+    eraser = tmp_path / "eraser"
+    (eraser / "docs").mkdir(parents=True)
+    (eraser / "test.jsonl").write_text("{}\n")
+    kept = {path: path.read_bytes() for path in (data, eraser / "test.jsonl")}
+    for args, expected in (
+            (["evaluate", run_dir, data, "--per-document", data], "is one of the command's inputs"),
+            (["score", data, "demo", "--json", data], "is one of the command's inputs"),
+            (["explain", run_dir, "--input", data, "--html", data], "is one of the command's inputs"),
+            (["evaluate", run_dir, eraser, "--json", eraser / "test.jsonl"], f"is in the input folder {eraser}"),
+            (["merge", data, "--out", data], "is one of the command's inputs")):
+        refused(invoke(*args, "--force"), expected)
+    assert {path: path.read_bytes() for path in kept} == kept
+    refused(invoke("evaluate", run_dir, "demo", "--json", tmp_path / "x.json", "--per-document", tmp_path / "x.json"),
+            "both name")
+
+
+def test_a_second_predict_into_an_output_being_written_is_refused_naming_the_first(run_dir, tmp_path):
+    """Another process holds the output's lock (as a first predict does while it writes): the
+    second predict gets one line naming it, and neither the output nor the first's partial
+    output and state are touched; once the first is gone, the same command goes ahead."""
+    out = tmp_path / "p.jsonl"
+    out.write_text("the first's\n")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from pathlib import Path; from rationale_cli.runtime.outputs import "
+         "output_lock\nwith output_lock(Path(sys.argv[1]).resolve()):\n print('held', flush=True); sys.stdin.read()",
+         str(out)], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        partial = tmp_path / ".p.jsonl.partial"
+        partial.write_text("half\n")
+        result = invoke("predict", run_dir, EXAMPLES / "reviews.txt", "--out", out, "--force")
+        refused(result, str(out), f"another process is writing this output (process {holder.pid} on")
+        assert out.read_text() == "the first's\n" and partial.read_text() == "half\n"
+    finally:
+        holder.communicate("", timeout=30)
+    result = invoke("predict", run_dir, EXAMPLES / "reviews.txt", "--out", out, "--force")
+    assert result.exit_code == 0, result.output
+    assert len(out.read_text().splitlines()) == 2 and not (tmp_path / ".p.jsonl.lock").exists()
+
+
+# --------------------------------------------------------------------------- #
+# the file system refusing a write: one line naming the file, nothing half-written
+
+
+def disk_full(kind: str):
+    """The error a full disk gives: Python's own, or the one safetensors' native writer raises."""
+    import errno
+
+    from safetensors import SafetensorError
+
+    if kind == "oserror":
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    return SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+
+
+@pytest.mark.parametrize("kind", ["oserror", "safetensors"])
+def test_a_write_the_file_system_refuses_is_one_line_naming_the_file(tmp_path, kind):
+    from rationale_cli.runtime.atomic import atomic_path
+    from rationale_cli.runtime.errors import UserError
+
+    target = tmp_path / "model.safetensors"
+    target.write_text("earlier")
+    with pytest.raises(UserError, match=f"^{target}: cannot write it \\(No space left on device\\)$"):
+        with atomic_path(target):
+            raise disk_full(kind)
+    assert target.read_text() == "earlier" and list(tmp_path.iterdir()) == [target]
+    with pytest.raises(ValueError):  # any other error is not the file system's: raised as it is
+        with atomic_path(target):
+            raise ValueError("a bug")
+
+
+def test_a_full_disk_in_train_is_one_line_and_leaves_a_run_to_resume(tmp_path, monkeypatch):
+    """The disk fills while the second epoch's resume state is written: one line naming the
+    file; the run is incomplete (its metrics.json, written last, is gone), so predict and
+    evaluate refuse it with a line saying how to resume it, and `train --resume` completes it."""
+    from safetensors.torch import save_file
+
+    from rationale_cli.training import checkpoint
+
+    calls = []
+
+    def fills_up(tensors, path, metadata=None):
+        calls.append(path)
+        if len(calls) == 2:
+            raise disk_full("oserror")
+        save_file(tensors, path, metadata=metadata)
+
+    monkeypatch.setattr(checkpoint, "save_file", fills_up)
+    data = tmp_path / "train.jsonl"
+    data.write_text("".join(json.dumps({"text": f"{word} beer {i}", "score": score}) + "\n"
+                            for i in range(20) for word, score in (("good", 0.9), ("bad", 0.1))))
+    out = tmp_path / "run"
+    train = ["train", "--data", data, "--out", out, *TINY[:-2], "--epochs", "2"]
+    failed(invoke(*train), str(out / "resume.safetensors"), "cannot write it (No space left on device)")
+    assert (out / "model.safetensors").is_file() and not (out / "metrics.json").exists()
+    assert not list(out.glob(".*.tmp")) and not (tmp_path / ".run.lock").exists()
+    for args in (["predict", out, EXAMPLES / "reviews.txt", "--out", tmp_path / "p.jsonl"], ["evaluate", out, "demo"]):
+        refused(invoke(*args), f"{out}: incomplete run", f"rationale train --out {out} --resume", "remove it")
+    refused(invoke(*train), "stopped while writing its files", "--resume")
+    monkeypatch.undo()
+    result = invoke("train", "--out", out, "--resume")
+    assert result.exit_code == 0, result.output
+    assert len(json.loads((out / "metrics.json").read_text())["history"]) == 2
+    assert invoke("predict", out, EXAMPLES / "reviews.txt", "--out", tmp_path / "p.jsonl").exit_code == 0
+
+
+def test_a_full_disk_in_predict_is_one_line_and_keeps_the_earlier_output(run_dir, tmp_path, monkeypatch):
+    from rationale_cli.output import writers
+
+    def full(self):
+        raise disk_full("oserror")
+
+    monkeypatch.setattr(writers.TextWriter, "flush", full)
+    out = tmp_path / "p.jsonl"
+    out.write_text("earlier\n")
+    refused(invoke("predict", run_dir, EXAMPLES / "reviews.txt", "--out", out, "--force"),
+            f"{out}: cannot write it (No space left on device)")
+    assert out.read_text() == "earlier\n" and list(tmp_path.iterdir()) == [out]
+
+
+def test_a_full_disk_writing_metrics_is_one_line(run_dir, tmp_path, monkeypatch):
+    from rationale_cli.runtime import atomic
+
+    def full(path):
+        raise disk_full("oserror")
+
+    monkeypatch.setattr(atomic, "_fsync", full)
+    out = tmp_path / "m.json"
+    failed(invoke("evaluate", run_dir, "demo", "--no-faithfulness", "--json", out),
+           f"{out}: cannot write it (No space left on device)")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_output_in_a_loop_of_symbolic_links_is_one_line(run_dir, tmp_path):
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    refused(invoke("train", "--data", "demo", "--out", loop, *TINY), str(loop), "symbolic links")
+    refused(invoke("predict", run_dir, EXAMPLES / "reviews.txt", "--out", loop), str(loop), "symbolic links")

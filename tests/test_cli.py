@@ -224,7 +224,7 @@ def test_explain_text_and_html(run_dir, tmp_path):
     assert result.exit_code == 0, result.output
     html = page.read_text()
     assert html.count("demo-") >= 2
-    result = invoke("explain", run_dir, "<script>x</script>", "--html", page)
+    result = invoke("explain", run_dir, "<script>x</script>", "--html", page, "--force")
     assert result.exit_code == 0
     html = page.read_text()
     assert "<script>" not in html and "</script" not in html and "&lt;/script" in html

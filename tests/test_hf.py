@@ -249,3 +249,33 @@ def test_transformer_options_without_a_transformer_are_refused(tmp_path):
         result = CliRunner().invoke(app, ["train", "--data", "demo", "--epochs", "1", "--out", str(tmp_path / "x"),
                                           *args])
         assert result.exit_code == 2 and "applies to an hf encoder only" in result.output, result.output
+
+
+@pytest.mark.parametrize("specials", [True, False])
+def test_an_empty_rationale_is_read_in_one_row_and_in_a_whole_batch(demo, tiny, specials):
+    """A rationale that selects nothing, in one row or in every row of a batch, reads the specials
+    alone (a tokenizer without any: one padding position): finite states, summaries and gradients,
+    no "cannot reshape a tensor of 0 elements" in the self-attention."""
+    import dataclasses
+
+    from rationale_cli.data.vocab import Vocab
+    from rationale_cli.models.encoders.hf import HFEncoder
+    from rationale_cli.runs.pretrained import load_pretrained
+
+    vocab = Vocab.build([r.tokens for r in demo[0]])
+    pretrained = load_pretrained(tiny, vocab.itos)
+    if not specials:
+        pretrained = dataclasses.replace(pretrained, prefix=[], suffix=[])
+    encoder = HFEncoder(pretrained)
+    ids = torch.tensor([vocab.encode(r.tokens[:10]) for r in demo[0][:3]])
+    one_row = torch.ones(ids.shape)
+    one_row[1] = 0.0
+    for gate in (one_row, torch.zeros(ids.shape)):
+        gate.requires_grad_(True)
+        states, summary = encoder(ids, gate)
+        (states.sum() + summary.sum()).backward()
+        assert states.shape == (3, 10, encoder.output_size) and summary.shape == (3, encoder.output_size)
+        assert torch.isfinite(states).all() and torch.isfinite(summary).all() and torch.isfinite(gate.grad).all()
+        assert not states[1].any()  # nothing read, no word state
+        if not specials:
+            assert not summary[1].any()

@@ -175,7 +175,8 @@ def test_evaluate_predict_and_explain_decode_with_a_transition_cost(tmp_path):
     assert runner.invoke(app, ["train", "--data", "demo", "--out", str(other), *small]).exit_code == 0
     placed = {}
     for name, extra in (("own", []), ("costly", ["--coherence", "0.5"])):  # any extractor: its count, in runs
-        result = runner.invoke(app, ["evaluate", str(other), "demo", *extra, "--json", str(tmp_path / f"{name}.json")])
+        result = runner.invoke(app, ["evaluate", str(other), "demo", *extra, "--json", str(tmp_path / f"{name}.json"),
+                                     "--force"])  # over the file of the first run's evaluation
         assert result.exit_code == 0, result.output
         placed[name] = json.loads((tmp_path / f"{name}.json").read_text())
     assert placed["costly"]["selection_rate"] == pytest.approx(placed["own"]["selection_rate"])

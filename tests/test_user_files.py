@@ -54,15 +54,15 @@ def parts_of(tmp_path: Path) -> list[Path]:
 def test_merge_never_writes_over_a_part_or_an_existing_file(tmp_path):
     parts = parts_of(tmp_path)
     before = [part.read_bytes() for part in parts]
-    for args, message in (((*parts, "--out", parts[0]), "is one of the parts"),
+    for args, message in (((*parts, "--out", parts[0]), "is one of the command's inputs"),
                           ((parts[0], parts[0], "--out", tmp_path / "m.jsonl"), "given twice"),
-                          ((*parts, "--out", parts[1], "--force"), "is one of the parts")):
+                          ((*parts, "--out", parts[1], "--force"), "is one of the command's inputs")):
         result = invoke("merge", *args)
         assert result.exit_code == 2 and message in result.output, result.output
     assert [part.read_bytes() for part in parts] == before
     merged = tmp_path / "merged.jsonl"
     merged.write_text("the user's\n")
     refused = invoke("merge", *parts, "--out", merged)
-    assert refused.exit_code == 2 and "exists; use --force" in refused.output and merged.read_text() == "the user's\n"
+    assert refused.exit_code == 2 and "already exists; choose another --out or pass --force" in refused.output and merged.read_text() == "the user's\n"
     assert invoke("merge", *parts, "--out", merged, "--force").exit_code == 0
     assert [line[8:11] for line in merged.read_text().splitlines()] == ["0-0", "0-1", "1-0", "1-1"]

@@ -16,7 +16,9 @@ rationale for the predictor):
   predictor reads, while its zeros are left out as above;
 - a word's state is the mean of its subwords' last-layer states (mean pooling); the summary is
   the first special token's state ([CLS], as BERT's classifiers use it), or the mean of the read
-  subwords' states for a tokenizer without one;
+  subwords' states for a tokenizer without one; an empty rationale reads the specials alone
+  (without specials: one padding position, attended by nothing, and a zero summary), in one row
+  or in a whole batch;
 - a text of more subwords than the model has positions (``max_length``, specials included) is
   read in overlapping windows that fill them, each starting half a window after the last and
   each between the specials with positions 0, 1, ...; a subword's state is taken from the
@@ -109,7 +111,7 @@ class HFEncoder(Encoder):
         nearest = torch.floor((piece - (room - 1) / 2) / stride + 0.5).long()  # w's middle: w stride + (room - 1) / 2
         own = nearest.clamp(min=0).minimum((windows[row] - 1).unsqueeze(1)) == number.unsqueeze(1)
         front, back = len(self.prefix), len(self.suffix)
-        N, length = len(row), front + body + back
+        N, length = len(row), max(front + body + back, 1)  # a padding position where nothing at all is read
         out_ids = ids.new_full((N, length), self.pad)
         scale = gate.new_zeros(N, length)
         word = ids.new_full((N, length), -1)

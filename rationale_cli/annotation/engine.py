@@ -14,6 +14,10 @@ a window's output and its state are written whole); after SIGKILL those windows 
 output and the state; a worker process that dies (killed, out of memory) leaves them, to
 be continued.
 
+One process writes an output at a time: it holds the output's lock
+(:func:`rationale_cli.runtime.outputs.output_lock`), and a second one is refused with a line
+naming the first.
+
 ``--shard I/N`` annotates windows I, I+N, I+2N, ... of the input, so N processes or
 machines split a corpus with no coordination; :func:`merge` interleaves their outputs
 back into input order. ``--workers N`` runs the windows of one command in N processes of
@@ -30,7 +34,7 @@ import hashlib
 import json
 import os
 import time
-from contextlib import ExitStack
+from contextlib import ExitStack, nullcontext
 from dataclasses import asdict, dataclass
 from itertools import islice
 from pathlib import Path
@@ -42,8 +46,9 @@ from rationale_cli.models.decoding import OWN, Decoding
 from rationale_cli.runs.inference import Output
 from rationale_cli.runs.run_directory import WEIGHTS, Run
 from rationale_cli.runtime.allocator import keep_freed_memory
-from rationale_cli.runtime.atomic import text_output, writable_target, write_text_atomic
+from rationale_cli.runtime.atomic import text_output, writable_target, write_failure, write_text_atomic
 from rationale_cli.runtime.errors import UserError
+from rationale_cli.runtime.outputs import exists_error, output_lock
 from rationale_cli.runtime.signals import Stopped, stop_on_signals, writing
 
 WINDOW = 4096
@@ -168,7 +173,7 @@ def resume_point(out: Path, identity: dict, force: bool) -> Resume | None:
 def refuse_finished(out: Path) -> None:
     """A finished output (one without an interrupted run's state) is replaced only with --force."""
     if out.is_file() and not state_path(out).is_file():
-        raise UserError(f"{out}: already exists; choose another --out or pass --force to replace it")
+        raise exists_error(out)
 
 
 def discard(out: Path) -> None:
@@ -204,12 +209,19 @@ def annotate(job: Job, run: Run, records: Iterable[Record], device, *, force: bo
              progress: Callable[[int], None] = lambda n: None) -> tuple[Tally, int | None]:
     """Annotate ``records`` (the input's documents) into ``job.out``; returns the tally and
     the signal that stopped it early (None when it completed)."""
+    # the file the output becomes (a link's target); standard output, a device or a pipe is written through
+    dest = None if str(job.out) == "-" else writable_target(job.out)
+    with nullcontext() if dest is None else output_lock(dest):  # one process writes an output at a time
+        return annotate_into(job, dest, run, records, device, force=force, progress=progress)
+
+
+def annotate_into(job: Job, dest: Path | None, run: Run, records: Iterable[Record], device, *, force: bool,
+                  progress: Callable[[int], None]) -> tuple[Tally, int | None]:
+    """:func:`annotate` into the file ``dest`` (None: written through), holding its lock."""
     from rationale_cli.output.writers import open_writer
 
     keep_freed_memory()
     identity = job.identity(run)
-    # the file the output becomes (a link's target); standard output, a device or a pipe is written through
-    dest = None if str(job.out) == "-" else writable_target(job.out)
     direct = dest is None
     start = None if direct else resume_point(dest, identity, force)
     resumable = not direct and job.output_format != "parquet"
@@ -237,9 +249,12 @@ def annotate(job: Job, run: Run, records: Iterable[Record], device, *, force: bo
     except WorkerDied:  # as after SIGKILL: what was written stays, to be continued
         raise UserError(f"a worker process died (killed, or out of memory?); {job.out} can be continued: run "
                         "the same command again") from None
-    except Exception:  # bad input, a full disk: nothing half-written stays, an earlier output is kept
+    except Exception as err:  # bad input, a full disk: nothing half-written stays, an earlier output is kept
         if not direct:
             discard(dest)
+        failure = write_failure(job.out, err)
+        if failure is not None:
+            raise failure from None
         raise
     if stopped is not None and not resumable:
         if direct:

@@ -32,8 +32,8 @@ from rationale_cli.data.records import Record
 from rationale_cli.models.decoding import OWN, Decoding
 from rationale_cli.runs.inference import asked_decoding, check_rate_over, parse_decoding
 from rationale_cli.runs.run_directory import load_for_inference
-from rationale_cli.runtime.atomic import writable_target
 from rationale_cli.runtime.errors import UserError, check_at_least
+from rationale_cli.runtime.outputs import new_output, protected_output
 from rationale_cli.runtime.progress import Progress, no_progress
 
 ENGINES = ("local", "dask")
@@ -229,7 +229,7 @@ def check_model_output(request: PredictRequest, loaded) -> None:
 
 def refuse_finished_output(request: PredictRequest) -> None:
     """Refuse, before a pass over the input, an output a finished run already wrote (unless forced)."""
-    target = None if request.force or str(request.out) == "-" else writable_target(request.out)
+    target = None if request.force else protected_output(request.out)
     if target is not None:
         refuse_finished(target)
 
@@ -246,12 +246,8 @@ def merge_outputs(parts: Sequence[Path], out: Path, force: bool = False) -> int:
             raise UserError(f"{part}: no such file")
         if any(os.path.samefile(part, earlier) for earlier in parts[:index]):
             raise UserError(f"{part}: given twice; give each shard's output once, in shard order")
-        if out.exists() and os.path.samefile(part, out):
-            raise UserError(f"{out}: is one of the parts; choose another --out")
-    if out.exists() and not force and str(out) != "-":
-        raise UserError(f"{out}: exists; use --force to replace it")
+    new_output(out, force, parts)
     if len({part.suffix.lower() for part in parts}) > 1:
         raise UserError("the parts have different formats; merge JSONL parts or CSV parts")
     ordered, window = shard_set(parts)
-    writable_target(out)
     return merge(ordered, out, window)

@@ -53,6 +53,7 @@ SPLIT_HELP = "Split of an ERASER folder or of the demo corpus: train, val or tes
 BATCH_HELP = "Documents per batch (at least 1)."
 DEVICE_HELP = "auto, cpu or cuda."
 PER_DOCUMENT_HELP = "Also write each document's scores here (JSONL)."
+FORCE_HELP = "Replace existing output files (never an input of the command, nor a run directory's files)."
 
 
 def show_version(value: bool) -> None:

@@ -13,6 +13,7 @@ from rationale_cli.cli._util import (
     BATCH_HELP,
     COHERENCE_HELP,
     DEVICE_HELP,
+    FORCE_HELP,
     FORMAT_HELP,
     PER_DOCUMENT_HELP,
     RATE_HELP,
@@ -58,6 +59,7 @@ def evaluate(
                                        "alone tells about the label."),
     batch_size: int = typer.Option(64, help=BATCH_HELP),
     device: str = typer.Option("auto", help=DEVICE_HELP),
+    force: bool = typer.Option(False, "--force", metavar="", help=FORCE_HELP),
 ):
     """Task metric, token precision/recall/F1 against gold rationales with chance levels,
     ERASER's metrics, the faithfulness of the rationales and (asked) the leakage probe."""
@@ -65,7 +67,7 @@ def evaluate(
     from rationale_cli.evaluation.scoring import check_score_outputs, evaluate_model, evaluated_on
 
     check_at_least("--batch-size", batch_size, 1)
-    check_score_outputs(json_out, per_document)
+    check_score_outputs(json_out, per_document, force, [data])
     check_rate_over(rate, rate_over)
     loaded, dev = load_for_inference(run, device, epoch)
     asked_decoding(loaded, coherence=coherence, sentences=sentences)

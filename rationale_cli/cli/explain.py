@@ -11,6 +11,7 @@ from rationale_cli.cli._util import (
     ASPECT_HELP,
     COHERENCE_HELP,
     DEVICE_HELP,
+    FORCE_HELP,
     FORMAT_HELP,
     RATE_HELP,
     RUN_HELP,
@@ -23,8 +24,8 @@ from rationale_cli.cli._util import (
 )
 from rationale_cli.runs.inference import asked_decoding
 from rationale_cli.runs.run_directory import load_for_inference
-from rationale_cli.runtime.atomic import writable_target
 from rationale_cli.runtime.errors import check_at_least
+from rationale_cli.runtime.outputs import new_output
 
 
 @app.command(cls=Command)
@@ -41,6 +42,7 @@ def explain(
     coherence: Optional[float] = typer.Option(None, help=COHERENCE_HELP),
     sentences: bool = typer.Option(False, "--sentences", help=SENTENCES_HELP),
     device: str = typer.Option("auto", help=DEVICE_HELP),
+    force: bool = typer.Option(False, "--force", metavar="", help=FORCE_HELP),
 ):
     """Show documents with their rationale highlighted (against gold where present)."""
     from rationale_cli.output.explain import check_request, explain_documents
@@ -49,8 +51,8 @@ def explain(
 
     check_request(text, input)
     check_at_least("--limit", limit, 0)
-    if html is not None and str(html) != "-":
-        writable_target(html)
+    if html is not None:
+        new_output(html, force, [input], "--html")
     loaded, dev = load_for_inference(run, device)
     decoding = asked_decoding(loaded, rate=rate, coherence=coherence, sentences=sentences)
     results, more = explain_documents(loaded, dev, text=text, input=input, format=format, aspect=aspect, limit=limit,

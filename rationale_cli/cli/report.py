@@ -11,6 +11,7 @@ from rationale_cli.cli._util import (
     ASPECT_HELP,
     BATCH_HELP,
     DEVICE_HELP,
+    FORCE_HELP,
     FORMAT_HELP,
     Command,
     app,
@@ -36,6 +37,7 @@ def report(
     examples: int = typer.Option(3, help="Example documents shown per run (0 = none)."),
     batch_size: int = typer.Option(64, help=BATCH_HELP),
     device: str = typer.Option("auto", help=DEVICE_HELP),
+    force: bool = typer.Option(False, "--force", metavar="", help=FORCE_HELP),
 ):
     """Write one HTML page on training runs: training curves, precision by rationale size, metrics, examples.
 
@@ -48,7 +50,7 @@ def report(
     check_at_least("--examples", examples, 0)
     check_at_least("--batch-size", batch_size, 1)
     plots = write_report(runs, out, png=png, data=data, format=format, aspect=aspect, examples=examples,
-                         batch_size=batch_size, device=device, progress=on_stderr)
+                         batch_size=batch_size, device=device, force=force, progress=on_stderr)
     if png is not None:
         stderr().print(f"wrote {plots} PNG files to {png}", highlight=False)
     stderr().print(f"wrote {out}", highlight=False)

@@ -8,7 +8,16 @@ from typing import Optional
 
 import typer
 
-from rationale_cli.cli._util import FORMAT_HELP, PER_DOCUMENT_HELP, SPLIT_HELP, Command, app, friendly, print_scores
+from rationale_cli.cli._util import (
+    FORCE_HELP,
+    FORMAT_HELP,
+    PER_DOCUMENT_HELP,
+    SPLIT_HELP,
+    Command,
+    app,
+    friendly,
+    print_scores,
+)
 
 
 @app.command(cls=Command)
@@ -27,13 +36,14 @@ def score(
                                        "rationale masks, their 0/1 pattern alone (no words), to predict the gold "
                                        "labels, each fifth of the documents by a model trained on the other four, "
                                        "and report its score beside chance: how much the masks' shape tells."),
+    force: bool = typer.Option(False, "--force", metavar="", help=FORCE_HELP),
 ):
     """Score an existing predictions file against gold, without a model: token and span
     agreement, soft-score metrics and, from the scores the file holds, faithfulness."""
     from rationale_cli.data import sources
     from rationale_cli.evaluation.scoring import check_score_outputs, score_file
 
-    check_score_outputs(json_out, per_document)
+    check_score_outputs(json_out, per_document, force, [predictions, gold])
     records = list(sources.stream(gold, split, fmt=format, aspect=aspect))
     metrics, rows = score_file(predictions, records, leakage=leakage_probe)
     print_scores(metrics, f"{predictions} against {gold}", json_out, per_document, rows)

@@ -38,7 +38,7 @@ def vectors(
 
     for flag, value in (("--dim", dim), ("--window", window), ("--min-count", min_count), ("--epochs", epochs)):
         check_at_least(flag, value, 1)
-    check_vectors_output(out, force)
+    check_vectors_output(out, force, corpus)
     texts = corpus_texts(corpus, format=format, text_col=text_col)
     stderr().print(f"{len(texts):,} distinct documents, {sum(map(len, texts)):,} tokens", highlight=False)
     with progress_reporter(stderr(), epochs, doing="training word vectors", unit="epochs") as advance:

@@ -17,8 +17,9 @@ from typing import Callable, Iterable, Sequence
 
 from rationale_cli.data import sources
 from rationale_cli.data.records import Record
-from rationale_cli.runtime.atomic import atomic_path, writable_target
+from rationale_cli.runtime.atomic import atomic_path
 from rationale_cli.runtime.errors import UserError
+from rationale_cli.runtime.outputs import new_output
 
 
 @dataclass
@@ -84,14 +85,13 @@ def write_vectors(vectors, path: str | Path) -> None:
             handle.write(word + " " + " ".join(f"{v:.5g}" for v in vectors[word]) + "\n")
 
 
-def check_vectors_output(out: Path, force: bool = False) -> None:
-    """gensim importable and ``out`` a file that can be written (replaced only with ``force``)."""
+def check_vectors_output(out: Path, force: bool = False, corpus: Sequence[str] = ()) -> None:
+    """gensim importable and ``out`` a file that can be written, not one of the ``corpus`` files
+    (replaced only with ``force``)."""
     import_gensim()
     if str(out) == "-":
         raise UserError("--out -: word vectors go to a file, not to standard output")
-    writable_target(out)
-    if out.exists() and not force:
-        raise UserError(f"{out}: exists; use --force to replace it")
+    new_output(out, force, corpus)
 
 
 def corpus_texts(corpus: Sequence[str], *, format: str = "auto", text_col: str = "text") -> list[list[str]]:

@@ -21,8 +21,9 @@ from rationale_cli.metrics.scores import ClassificationScores, RationaleScores, 
 from rationale_cli.models.decoding import OWN, Decoding
 from rationale_cli.runs.inference import evaluate as model_metrics
 from rationale_cli.runs.reference import main_metric
-from rationale_cli.runtime.atomic import writable_target, write_text_atomic
+from rationale_cli.runtime.atomic import write_text_atomic
 from rationale_cli.runtime.errors import UserError
+from rationale_cli.runtime.outputs import new_output
 from rationale_cli.runtime.progress import Progress, counted, no_progress
 from rationale_cli.runtime.safe_json import to_json_line
 
@@ -148,13 +149,17 @@ def file_leakage(docs: Sequence[ScoredDocument], hard: bool, source: str) -> dic
     return cross_fitted_probe(masks, [d.label for d in labelled])
 
 
-def check_score_outputs(json_out: Path | None, per_document: Path | None) -> None:
-    """Refuse outputs that cannot be written, before any work."""
+def check_score_outputs(json_out: Path | None, per_document: Path | None, force: bool = False,
+                        inputs: Sequence[str | Path] = ()) -> None:
+    """Refuse outputs that cannot be written, one of the command's ``inputs`` or a run's file,
+    or that exist (unless ``force``), before any work (:func:`~rationale_cli.runtime.outputs.new_output`)."""
     if str(json_out) == "-" and str(per_document) == "-":
         raise UserError("--json - and --per-document -: only one of them can go to standard output")
-    for target in (json_out, per_document):
-        if target is not None and str(target) != "-":
-            writable_target(target)
+    targets = [new_output(path, force, inputs, flag) for path, flag in ((json_out, "--json"),
+                                                                        (per_document, "--per-document"))
+               if path is not None]
+    if len(targets) == 2 and targets[0] is not None and targets[0] == targets[1]:
+        raise UserError(f"--json and --per-document: both name {per_document}; give each its own file")
 
 
 def to_standard_output(json_out: Path | None, per_document: Path | None) -> bool:

@@ -4,15 +4,13 @@ file that is new (or replaced with ``--force``), never the input itself; JSON ne
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from itertools import compress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rationale_cli.data.records import mask_to_spans
-from rationale_cli.runtime.atomic import writable_target
-from rationale_cli.runtime.errors import UserError
+from rationale_cli.runtime.outputs import protected_output
 from rationale_cli.runtime.safe_json import finite, to_json_line
 
 if TYPE_CHECKING:
@@ -25,13 +23,10 @@ def format_prediction(value) -> str:
 
 
 def check_output(out: Path, source: str | Path) -> None:
-    """Refuse an output that cannot be written or is the input itself (standard output,
-    devices and pipes are written to as they are)."""
-    if str(out) == "-":
-        return
-    writable_target(out)
-    if out.is_file() and Path(source).is_file() and os.path.samefile(out, source):
-        raise UserError(f"{out}: is the input; choose another --out")
+    """Refuse an output that cannot be written, is the input itself or a run directory's file
+    (:func:`~rationale_cli.runtime.outputs.protected_output`; standard output, devices and pipes
+    are written to as they are); an existing one is the engine's to continue or refuse."""
+    protected_output(out, [source])
 
 
 class ScoreText(dict):

@@ -28,8 +28,9 @@ from rationale_cli.output.study_report import study_figure, study_section
 from rationale_cli.runs.inference import Output, run_model
 from rationale_cli.runs.reference import main_metric
 from rationale_cli.runs.run_directory import Run, read_json
-from rationale_cli.runtime.atomic import writable_target, write_text_atomic
+from rationale_cli.runtime.atomic import write_text_atomic
 from rationale_cli.runtime.errors import UserError
+from rationale_cli.runtime.outputs import new_output
 from rationale_cli.runtime.progress import Progress, counted, no_progress
 from rationale_cli.training.trainer import training_data
 from rationale_cli.tuning.leaderboard import is_study, read_leaderboard
@@ -347,14 +348,15 @@ def _table(title: str, values: dict) -> str:
 
 def write_report(runs: Sequence[Path], out: Path, *, png: Path | None = None, data: str | None = None,
                  format: str | None = None, aspect: int | None = None, examples: int = 3, batch_size: int = 64,
-                 device: str = "auto", progress: Progress = no_progress) -> int:
+                 device: str = "auto", force: bool = False, progress: Progress = no_progress) -> int:
     """The HTML page on ``runs`` at ``out`` (their documents: each one's own held-out data
     unless ``data``) and, with ``png``, the plots as PNG files in that folder (created);
-    returns the number of plots. ``progress`` reports each run's documents decoded."""
+    returns the number of plots. ``progress`` reports each run's documents decoded. An existing
+    page or PNG file is replaced only with ``force`` (:func:`~rationale_cli.runtime.outputs.new_output`)."""
     from rationale_cli.runs.run_directory import load_run
     from rationale_cli.runtime.devices import resolve_device
 
-    writable_target(out)
+    new_output(out, force, [data])
     if png is not None:
         try:
             png.mkdir(parents=True, exist_ok=True)
@@ -377,6 +379,9 @@ def write_report(runs: Sequence[Path], out: Path, *, png: Path | None = None, da
         plot = found[f"study-{slug}"] = Plot(study_figure(board), {"id": f"study-{slug}", "data-plot": "study"},
                                              f"study-{slug}.png")
         sections.append(study_section(board, svg(plot.figure, plot.attributes), slug))
+    if png is not None:
+        for plot in found.values():
+            new_output(png / plot.file, force, [data], "--png")
     write_text_atomic(out, page(summaries, found, studies=sections))
     if png is not None:
         write_pngs(found, png)

@@ -37,6 +37,7 @@ FORMAT_VERSION = 1
 WEIGHTS = "model.safetensors"
 FILES = (WEIGHTS, "config.json", "vocab.json", "task.json", "versions.json")
 REFERENCE = ("reference.json", "reference.safetensors")  # the full-text reference's two files
+COMPLETE = "metrics.json"  # removed before an epoch's files are written, written last: a run without it is incomplete
 
 
 def write_json(path: Path, data) -> None:
@@ -97,7 +98,7 @@ def save_run(out: Path, config: TrainConfig, vocab: Vocab, task: Task, processes
     except OSError as err:
         raise UserError(f"{out}: cannot create the run directory ({err.strerror})") from None
     used = {**versions(), **({"transformers": transformers_version()} if config.pretrained else {})}
-    write_json(out / "versions.json", used)  # first: it marks the folder as a run (is_run_directory)
+    write_json(out / "versions.json", used)  # first: it marks the folder as a run (runtime.outputs.is_run_directory)
     save_config(out, config, processes)
     vocab.save(out / "vocab.json")
     write_json(out / "task.json", task.to_dict())
@@ -161,31 +162,30 @@ def read_json(path: Path, kind: type = dict):
     return data
 
 
-def is_run_directory(path: Path) -> bool:
-    """Whether ``path`` holds a run this toolkit wrote (its ``versions.json`` names it)."""
-    try:
-        return "rationale_cli" in json.loads((path / "versions.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError, TypeError):
-        return False
-
-
-def require_run_files(path: Path) -> None:
-    """One clear error unless ``path`` is a folder holding every file of a run."""
+def require_run_files(path: Path, complete: bool = True) -> None:
+    """One clear error unless ``path`` is a folder holding every file of a run and, with
+    ``complete``, the :data:`COMPLETE` file written last after every epoch (without it, training
+    stopped while writing the run: a full disk, a crash)."""
     if not path.is_dir():
         raise UserError(f"{path}: not a run directory (expected a folder made by `rationale train`)")
     missing = [name for name in FILES if not (path / name).is_file()]
     if missing:
-        raise UserError(f"{path}: incomplete run directory, missing {', '.join(missing)}")
+        raise UserError(f"{path}: incomplete run directory, missing {', '.join(missing)}; train it again "
+                        f"(`rationale train ... --out {path} --force`) or remove it")
+    if complete and not (path / COMPLETE).is_file():
+        raise UserError(f"{path}: incomplete run: training stopped while writing its files ({COMPLETE} is "
+                        f"missing); continue it with `rationale train --out {path} --resume`, or remove it")
 
 
 def load_run(path: str | Path, device: str | torch.device = "cpu", epoch: int | None = None,
-             config: TrainConfig | None = None) -> Run:
+             config: TrainConfig | None = None, complete: bool = True) -> Run:
     """Load a run directory, checking its version and that weights match the config; with
     ``epoch``, the weights of that epoch (kept by ``train --save-epochs``) instead of the kept ones;
     ``config``: the run's configuration when the caller has read it already (``train --resume``),
-    else read from config.json."""
+    else read from config.json; ``complete`` False: also a run that stopped while writing its files
+    (:func:`require_run_files`), which ``train --resume`` continues."""
     path = Path(path)
-    require_run_files(path)
+    require_run_files(path, complete)
     weights = path / WEIGHTS if epoch is None else epoch_weights(path, epoch)
     if not weights.is_file():
         saved = sorted(int(p.stem.split("-")[1]) for p in (path / "epochs").glob("epoch-*.safetensors"))

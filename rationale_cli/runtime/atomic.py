@@ -8,7 +8,9 @@ replaced: a symbolic link is followed to its target (which is then replaced), an
 a character device, a named pipe or a process's open file (``/dev/stdout``, a fifo,
 ``/dev/fd/3``) is written through, appended to (so ``>> file`` keeps what it had).
 A path that cannot be written (a missing or read-only folder, a folder given as
-the file) is a :class:`~rationale_cli.runtime.errors.UserError` before anything is written.
+the file) is a :class:`~rationale_cli.runtime.errors.UserError` before anything is written, and
+a write the file system refuses on the way (a full disk or quota, a file system turned
+read-only) is one too, naming the file (:func:`write_failure`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,22 @@ from typing import Iterator, TextIO
 
 from rationale_cli.runtime.errors import UserError
 
-__all__ = ["atomic_path", "text_output", "writable_target", "write_text_atomic"]
+__all__ = ["atomic_path", "text_output", "writable_target", "write_failure", "write_text_atomic"]
+
+# what a file system answers to a write it cannot take: full, over quota, too large, read-only
+WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}
+
+
+def write_failure(path: str | os.PathLike, err: BaseException) -> UserError | None:
+    """The one line for ``err``, raised while writing ``path``, where it is the file system
+    refusing the write (:data:`WRITE_ERRNOS`): an ``OSError``, or the error of a writer in native
+    code (safetensors) whose message ends in Rust's "(os error N)"; None for any other error."""
+    code = err.errno if isinstance(err, OSError) else None
+    if code is None and (found := re.search(r"\(os error (\d+)\)", str(err))):
+        code = int(found.group(1))
+    if code not in WRITE_ERRNOS:
+        return None
+    return UserError(f"{path}: cannot write it ({os.strerror(code)})")
 
 
 def _create_temp(target: Path) -> Path:
@@ -118,7 +135,8 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     block ends normally the file is flushed to disk and ``os.replace``-d onto
     ``path`` with the permissions of a newly created file, whatever the writer
     did to them; when it raises (KeyboardInterrupt included), the temporary file
-    is deleted and ``path`` is untouched. The directory of ``path`` must exist.
+    is deleted and ``path`` is untouched (a write the file system refused becomes the
+    :class:`UserError` of :func:`write_failure`). The directory of ``path`` must exist.
 
         with atomic_path(run_dir / "model.safetensors") as tmp:
             save_file(tensors, tmp)
@@ -138,9 +156,12 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
             os.chmod(tmp, mode)
         _fsync(tmp)
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as err:
         with contextlib.suppress(OSError):
             tmp.unlink()
+        failure = write_failure(path, err)
+        if failure is not None:
+            raise failure from None
         raise
 
 

@@ -1,11 +1,12 @@
-"""An exclusive lock on a run directory, so that two trainings never write into one.
+"""An exclusive lock on a run directory or an output file, so that two trainings never write
+into one run and two ``predict`` runs never into one output.
 
-The lock is an advisory ``flock`` on a file beside the run directory,
+The lock is an advisory ``flock`` on a file beside the run directory or output file,
 ``.NAME.lock`` (NAME of the resolved path, so a symbolic link and its target share
-it), holding the holder's process id and host for the message a second training
+it), holding the holder's process id and host for the message a second process
 gets. The operating system releases the lock when its process ends however it ends
 (SIGKILL, a crash), so a lock left behind is never stale; the file is removed when
-training ends, normally or not.
+the work ends, normally or not.
 
 The lock is taken and removed inside :func:`~rationale_cli.runtime.signals.writing`, so a
 stop signal never leaves the lock file behind. ``flock`` where the platform has it (POSIX),
@@ -20,7 +21,7 @@ import os
 import socket
 import sys
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO, Callable, Iterator
 
 try:
     import fcntl
@@ -36,7 +37,10 @@ from rationale_cli.runtime.signals import writing
 
 
 def lock_path(out: Path) -> Path:
-    out = out.resolve()
+    try:
+        out = out.resolve()
+    except RuntimeError:  # a loop of symbolic links (an OSError from Python 3.13)
+        raise UserError(f"{out}: cannot write here (a loop of symbolic links)") from None
     return out.parent / f".{out.name}.lock"
 
 
@@ -54,31 +58,38 @@ def run_lock(out: Path) -> Iterator[None]:
     """Hold the lock on run directory ``out`` for the duration of the block."""
     path = lock_path(out)
     created = [folder for folder in (path.parent, *path.parent.parents) if not folder.exists()]  # deepest first
-    handle = None
     try:
-        with writing():  # a stop signal meanwhile waits for the lock file, then removes it below
-            handle = taken(out, path)
-        yield
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise UserError(f"{out}: cannot create the run directory here ({err.strerror})") from None
+        with held(out, lambda who: f"{out}: another training is writing this run ({who})"):
+            yield
     except BaseException:
         with writing():
-            if handle is not None:
-                path.unlink(missing_ok=True)
-                handle.close()
             remove_empty(created)  # a training that failed leaves no folder it made for the run
         raise
+
+
+@contextlib.contextmanager
+def held(out: Path, busy: Callable[[str], str]) -> Iterator[None]:
+    """Hold the lock on ``out`` (a run directory, an output file) for the block; where another
+    process holds it, a :class:`UserError` of ``busy(who)``. The lock file is taken and removed
+    inside :func:`writing`, so a stop signal meanwhile waits for it, then removes it."""
+    path = lock_path(out)
     with writing():
-        path.unlink(missing_ok=True)  # while still held, so no one locks a file about to vanish
-        handle.close()
-
-
-def taken(out: Path, path: Path):
-    """The lock file ``path`` of run directory ``out``, made with its folder, locked and
-    naming this process."""
+        handle = taken(out, path, busy)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise UserError(f"{out}: cannot create the run directory here ({err.strerror})") from None
-    handle = locked(out, path)
+        yield
+    finally:
+        with writing():
+            path.unlink(missing_ok=True)  # while still held, so no one locks a file about to vanish
+            handle.close()
+
+
+def taken(out: Path, path: Path, busy: Callable[[str], str]):
+    """The lock file ``path`` of ``out``, locked and naming this process."""
+    handle = locked(out, path, busy)
     handle.seek(0)
     handle.truncate()
     handle.write(f"{os.getpid()} {socket.gethostname()}\n")
@@ -95,16 +106,16 @@ def remove_empty(folders: list[Path]) -> None:
             return
 
 
-def locked(out: Path, path: Path):
-    """The lock file ``path`` of run directory ``out``, open and locked."""
+def locked(out: Path, path: Path, busy: Callable[[str], str]):
+    """The lock file ``path`` of ``out``, open and locked."""
     while True:
         try:
             handle = open(path, "a+", encoding="utf-8")
         except OSError as err:
-            raise UserError(f"{out}: cannot create the run directory here ({err.strerror})") from None
+            raise UserError(f"{out}: cannot write here ({err.strerror})") from None
         if not lock_now(handle):
             handle.close()
-            raise UserError(f"{out}: another training is writing this run ({holder(path)})") from None
+            raise UserError(busy(holder(path))) from None
         try:  # the file may have been removed by the holder that just let go: lock the one now there
             if os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino:
                 break
@@ -137,5 +148,5 @@ def lock_now(handle: IO[str]) -> bool:
     if not _unlocked_noted:
         _unlocked_noted = True
         sys.stderr.write("note: this platform has no file locks, so two trainings into one run directory "
-                         "are not kept apart\n")
+                         "(or two predict runs into one output) are not kept apart\n")
     return True

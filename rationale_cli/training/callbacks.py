@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from rationale_cli.runs.run_directory import save_weights, write_json
+from rationale_cli.runs.run_directory import COMPLETE, save_weights, write_json
 from rationale_cli.runtime.signals import writing
 from rationale_cli.training.checkpoint import save_checkpoint
 from rationale_cli.training.loop import Callback, Epoch, Fit
@@ -23,7 +23,8 @@ MAIN_STATS = ("selected",)
 class RunDirectory(Callback):
     """After every epoch: the best weights (``model.safetensors``) when it improved, the
     epoch's own with ``save_epochs`` (``epochs/epoch-N.safetensors``), the resume state
-    (``resume.safetensors``, with the data's ``fingerprint``) and ``metrics.json``, all of
+    (``resume.safetensors``, with the data's ``fingerprint``) and, last, ``metrics.json``, which
+    marks the run complete (a run without it is refused until it is resumed), all of
     them before a stop signal takes effect (:func:`~rationale_cli.runtime.signals.writing`)."""
 
     def __init__(self, out: Path, fingerprint: str, save_epochs: bool = False):
@@ -35,6 +36,7 @@ class RunDirectory(Callback):
 
     def save(self, fit: Fit, result: Epoch) -> None:
         state = fit.state
+        (self.out / COMPLETE).unlink(missing_ok=True)  # the run is incomplete until its metrics are written again
         if result.improved:
             save_weights(self.out, fit.model)
         if self.save_epochs:
@@ -42,7 +44,7 @@ class RunDirectory(Callback):
         save_checkpoint(self.out, fit.model, fit.optimizer, fit.rng, fit.device, {
             "epoch": state.epoch, "stale": state.stale, "best": state.best, "history": state.history,
             "train_seconds": state.train_seconds, "fingerprint": self.fingerprint}, fit.random_states)
-        write_json(self.out / "metrics.json", state.metrics())
+        write_json(self.out / COMPLETE, state.metrics())  # last: the run is complete again
 
 
 def percent(value) -> str:

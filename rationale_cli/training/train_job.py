@@ -24,7 +24,7 @@ def resumed(out: Path, config: Path | None, force: bool, options: dict) -> Train
         raise UserError("--resume goes on with the run's own options and files; it takes no --config or --force")
     if not (out / RESUME).is_file():
         raise UserError(f"{out}: nothing to resume (no {RESUME}; runs save it after each epoch)")
-    require_run_files(out)
+    require_run_files(out, complete=False)
     return resume_config(located(read_json(out / "config.json"), out), options, str(out / "config.json"))
 
 

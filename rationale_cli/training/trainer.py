@@ -27,10 +27,10 @@ from rationale_cli.runs.config import TrainConfig
 from rationale_cli.runs.pretrained import load_pretrained
 from rationale_cli.runs.reference import Reference, fit_reference
 from rationale_cli.runs.run_directory import (
+    COMPLETE,
     REFERENCE,
     WEIGHTS,
     build_model,
-    is_run_directory,
     load_reference,
     load_run,
     read_json,
@@ -43,6 +43,7 @@ from rationale_cli.runs.task import Task, infer_task
 from rationale_cli.runtime.allocator import keep_freed_memory
 from rationale_cli.runtime.devices import resolve_device
 from rationale_cli.runtime.errors import UserError
+from rationale_cli.runtime.outputs import is_run_directory
 from rationale_cli.runtime.signals import writing
 from rationale_cli.training.callbacks import ConsoleReport, RunDirectory, TimeLimit
 from rationale_cli.training.checkpoint import RESUME, data_fingerprint, load_checkpoint
@@ -221,7 +222,7 @@ def train_run(
     fingerprint = data_fingerprint(train, valid)
     writer = rank() == 0  # rank 0 writes the run directory and reports
     if resume:
-        loaded = load_run(out, device, config=config)  # its options as resume_config read them
+        loaded = load_run(out, device, config=config, complete=False)  # its options as resume_config read them
         vocab, task, model = loaded.vocab, loaded.task, loaded.model
     else:
         config, vocab, task, model = new_model(config, train, valid, console if writer else None, device, selector)
@@ -289,7 +290,9 @@ def train_config(config: TrainConfig, out: Path | None = None, console: Console 
         raise UserError(f"{out}: is a file; --out names the run directory to create")
     with run_lock(out) if rank() == 0 else contextlib.nullcontext():  # a failure removes folders it made
         if (out / WEIGHTS).exists() and not force and not resume:
-            raise UserError(f"{out}: a trained run is already there; choose another --out or pass --force")
+            kind = "a trained run" if (out / COMPLETE).exists() else "a run that stopped while writing its files"
+            raise UserError(f"{out}: {kind} is already there; choose another --out, continue it with --resume, "
+                            "or pass --force to replace it")
         if out.is_dir() and not force and not resume and not is_run_directory(out) and any(out.iterdir()):
             names = sorted(path.name for path in out.iterdir())
             shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")

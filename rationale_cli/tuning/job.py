@@ -24,9 +24,9 @@ from rich.console import Console
 
 from rationale_cli.runs.config import PATH_OPTIONS, TrainConfig, load_toml, resolve, with_aliases
 from rationale_cli.runs.keep import Keep
-from rationale_cli.runs.run_directory import is_run_directory
 from rationale_cli.runs.task import infer_task
 from rationale_cli.runtime.errors import UserError
+from rationale_cli.runtime.outputs import is_run_directory
 from rationale_cli.training.checkpoint import data_fingerprint
 from rationale_cli.training.loop import Callback
 from rationale_cli.training.trainer import training_data
