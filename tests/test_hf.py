@@ -279,3 +279,20 @@ def test_an_empty_rationale_is_read_in_one_row_and_in_a_whole_batch(demo, tiny, 
         assert not states[1].any()  # nothing read, no word state
         if not specials:
             assert not summary[1].any()
+
+
+def test_a_transformer_predictor_learns_from_a_support_s_rationales_alone(demo, tiny, tmp_path):
+    """FRESH (train --support RUN --predictor-encoder hf): the support's selector, fixed, and a
+    transformer predictor that reads the rationale's words alone."""
+    from rationale_cli.models.decoding import Decoding
+    from rationale_cli.models.encoders.hf import HFEncoder
+
+    support = trained(demo, tmp_path / "support", encoder="cnn", extractor="hardkuma", reference=False)
+    second = trained(demo, tmp_path / "second", support=str(tmp_path / "support"), predictor_encoder="hf",
+                     pretrained=str(tiny), reference=False)
+    assert isinstance(second.model.predictor_encoder, HFEncoder)
+    assert second.model.selector_encoder is not None and not isinstance(second.model.selector_encoder, HFEncoder)
+    loaded = rationale.load(tmp_path / "second")
+    theirs = rationale.Model(support.model, support.vocab, support.task, support.config)
+    asked = theirs.predict(demo[2], decoding=Decoding(rate=0.2, sentences=True))
+    assert [r.selected for r in loaded.predict(demo[2])] == [r.selected for r in asked]

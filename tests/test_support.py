@@ -11,25 +11,27 @@ import rationale_cli as rationale
 from rationale_cli.cli import app
 from rationale_cli.data import sources
 from rationale_cli.models.decoding import Decoding
+from rationale_cli.runs.config import from_values
 from rationale_cli.training.support import SELECTOR_SIDE
-
-SMALL = ["--encoder", "cnn", "--embedding-dim", "16", "--hidden-size", "16", "--batch-size", "100", "--epochs", "1"]
-
+from rationale_cli.training.trainer import train_config
 
 def invoke(*args):
     return CliRunner().invoke(app, [str(a) for a in args])
 
 
+def trained(out, **options):
+    """A run on part of the demo corpus (train_config with the documents read already)."""
+    train, valid = sources.load("demo", "train")[:400], sources.load("demo", "valid")[:80]
+    config = from_values({"data": "demo", "encoder": "cnn", "embedding_dim": 16, "hidden_size": 16, "batch_size": 100,
+                          "epochs": 1, "seed": 0, **options})
+    return train_config(config, out, data=(train, valid))
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("support")
-    result = invoke("train", "--data", "demo", "--out", root / "support", "--extractor", "hardkuma", "--budget", "0.2",
-                    "--no-reference", *SMALL)
-    assert result.exit_code == 0, result.output
-    result = invoke("train", "--data", "demo", "--out", root / "second", "--support", root / "support",
-                    "--predictor-encoder", "bow", "--lr", "0.01")
-    assert result.exit_code == 0, result.output
-    assert "support: the selector of" in result.output
+    trained(root / "support", extractor="hardkuma", budget=0.2, reference=False)
+    trained(root / "second", support=str(root / "support"), predictor_encoder="bow", lr=0.01)
     return root / "support", root / "second"
 
 
@@ -72,12 +74,11 @@ def test_the_config_records_the_support_and_the_run_works_with_every_command(run
     assert lines and all(line["rationale"] for line in lines)
 
 
-def test_a_support_without_a_budget_is_one_error_line(tmp_path):
-    full = tmp_path / "full"
-    result = invoke("train", "--data", "demo", "--out", full, "--extractor", "full", "--no-reference", *SMALL)
-    assert result.exit_code == 0, result.output
-    again = invoke("train", "--data", "demo", "--out", tmp_path / "second", "--support", full, "--no-reference", *SMALL)
-    assert again.exit_code != 0
-    assert "holds no selection rate" in again.output and "Traceback" not in again.output
-    missing = invoke("train", "--data", "demo", "--out", tmp_path / "third", "--support", tmp_path / "nothing", *SMALL)
-    assert missing.exit_code != 0 and "not a run directory" in missing.output
+def test_a_support_without_a_budget_or_not_a_run_is_one_error_line(tmp_path):
+    trained(tmp_path / "full", extractor="full", reference=False)
+    result = invoke("train", "--data", "demo", "--out", tmp_path / "second", "--support", tmp_path / "full")
+    assert result.exit_code == 2
+    assert "holds no selection rate" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "second").exists()
+    missing = invoke("train", "--data", "demo", "--out", tmp_path / "third", "--support", tmp_path / "nothing")
+    assert missing.exit_code == 2 and "not a run directory" in missing.output
