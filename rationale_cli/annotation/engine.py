@@ -204,7 +204,7 @@ def annotate(job: Job, run: Run, records: Iterable[Record], device, *, force: bo
              progress: Callable[[int], None] = lambda n: None) -> tuple[Tally, int | None]:
     """Annotate ``records`` (the input's documents) into ``job.out``; returns the tally and
     the signal that stopped it early (None when it completed)."""
-    from rationale_cli.output.writers import open_writer
+    from rationale_cli.output.writers import RESUMABLE, open_writer
 
     keep_freed_memory()
     identity = job.identity(run)
@@ -212,7 +212,7 @@ def annotate(job: Job, run: Run, records: Iterable[Record], device, *, force: bo
     dest = None if str(job.out) == "-" else writable_target(job.out)
     direct = dest is None
     start = None if direct else resume_point(dest, identity, force)
-    resumable = not direct and job.output_format != "parquet"
+    resumable = not direct and job.output_format in RESUMABLE
     target = job.out if direct else partial_path(dest)
     tally, began = Tally(), time.perf_counter()
     mine = (w for i, w in enumerate(windows_of(records, job.window)) if i % job.shard.count == job.shard.index)
@@ -222,7 +222,7 @@ def annotate(job: Job, run: Run, records: Iterable[Record], device, *, force: bo
         with stop_on_signals(), window_annotator(run, device, batch_size=job.batch_size, workers=job.workers,
                                                   eraser=job.output_format == "eraser",
                                                   decoding=job.decoding) as annotated, \
-                open_writer(target, job.output_format, start.bytes if start else None) as writer:
+                open_writer(target, job.output_format, start.bytes if start else None, str(run.path)) as writer:
             for index, window, outputs in annotated(enumerate(mine), done, tally, progress):
                 with writing():  # a window's output and the state that counts it, or neither
                     writer.write(outputs)

@@ -1,7 +1,8 @@
-"""What ``rationale predict`` writes: JSON lines, CSV or Parquet.
+"""What ``rationale predict`` writes: JSON lines, CSV, Parquet, ERASER results, or for
+annotation tools Label Studio tasks and spaCy documents.
 
 The format comes from the ``--out`` extension (``.jsonl``/``.json``, ``.csv``,
-``.parquet``; JSON lines for any other) or is named. Each writer takes batches of
+``.parquet``, ``.spacy``; JSON lines for any other) or is named. Each writer takes batches of
 :class:`~rationale_cli.runs.inference.Output` and is a context manager:
 
 - jsonl: one JSON line per document, as ``predict`` has always written them.
@@ -11,13 +12,19 @@ The format comes from the ``--out`` extension (``.jsonl``/``.json``, ``.csv``,
   label column when the first batch has labels.
 - eraser: ERASER's results format (``rationale_cli.evaluation.predictions_file``), one line per
   document with its faithfulness scores, which the official scorer reads as it is.
+- label-studio: a JSON list of tasks with the rationale as pre-annotations
+  (:mod:`rationale_cli.output.label_studio`).
+- spacy: a ``DocBin``, the rationale as the span group ``rationale``
+  (:mod:`rationale_cli.output.spacy_docs`).
 - parquet: one row group per batch (:func:`parquet_schema`), written under a temporary
   name beside the target and renamed on close, so an interrupted run leaves nothing
   under the real name. Needs pyarrow.
 
-JSON lines and CSV files can be continued after an interruption: ``resume_at`` is a size
-that :meth:`Writer.flush` returned, and anything past it is cut off. Standard output
-(``-``, JSON lines and CSV only) and Parquet cannot be continued.
+JSON lines, CSV and ERASER files (:data:`RESUMABLE`) can be continued after an interruption:
+``resume_at`` is a size that :meth:`Writer.flush` returned, and anything past it is cut off.
+Standard output (``-``, not Parquet or spaCy), Parquet, Label Studio and spaCy outputs cannot
+be continued. The two writers for annotation tools name the run in their files
+(``model_version``).
 """
 
 from __future__ import annotations
@@ -38,8 +45,10 @@ from rationale_cli.runtime.safe_json import to_json_line
 if TYPE_CHECKING:
     from rationale_cli.runs.inference import Output
 
-OUTPUT_FORMATS = ("jsonl", "csv", "parquet", "eraser")
-EXTENSIONS = {".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv", ".parquet": "parquet"}
+OUTPUT_FORMATS = ("jsonl", "csv", "parquet", "eraser", "label-studio", "spacy")
+EXTENSIONS = {".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv", ".parquet": "parquet", ".spacy": "spacy"}
+RESUMABLE = ("jsonl", "csv", "eraser")
+BINARY = ("parquet", "spacy")  # never on standard output
 CSV_COLUMNS = ("id", "prediction", "probabilities", "label", "rationale", "spans", "char_spans", "token_scores")
 
 
@@ -52,10 +61,20 @@ def output_format(path: str | Path, given: str | None = None) -> str:
     return given
 
 
-def open_writer(path: str | Path, fmt: str, resume_at: int | None = None) -> Writer:
+def open_writer(path: str | Path, fmt: str, resume_at: int | None = None, model_version: str = "") -> Writer:
     """A writer of format ``fmt`` (or 'auto') on ``path`` ('-': standard output): a new
-    file, or with ``resume_at`` the file cut to that many bytes and continued."""
-    return WRITERS[output_format(path, fmt)](path, resume_at)
+    file, or with ``resume_at`` the file cut to that many bytes and continued;
+    ``model_version`` names the run in a Label Studio or spaCy output."""
+    fmt = output_format(path, fmt)
+    if fmt == "label-studio":
+        from rationale_cli.output.label_studio import LabelStudioWriter
+
+        return LabelStudioWriter(path, resume_at, model_version)
+    if fmt == "spacy":
+        from rationale_cli.output.spacy_docs import DocBinWriter
+
+        return DocBinWriter(path, resume_at, model_version)
+    return WRITERS[fmt](path, resume_at)
 
 
 def json_text(value) -> str:
