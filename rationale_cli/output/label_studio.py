@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rationale_cli.output.prediction import Rationale
-from rationale_cli.output.writers import TextWriter, json_text
+from rationale_cli.output.writer_base import TextWriter, json_text
 from rationale_cli.runtime.errors import UserError
 
 if TYPE_CHECKING:

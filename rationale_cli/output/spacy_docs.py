@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from rationale_cli.data.readers.spacy_docbin import SPANS_KEY
 from rationale_cli.output.prediction import Rationale
-from rationale_cli.output.writers import Writer
+from rationale_cli.output.writer_base import Writer
 from rationale_cli.runtime.atomic import atomic_path
 from rationale_cli.runtime.errors import UserError
 

@@ -32,13 +32,15 @@ from __future__ import annotations
 import contextlib
 import csv
 import os
-import sys
 from contextlib import ExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING
 
+from rationale_cli.output.label_studio import LabelStudioWriter
 from rationale_cli.output.prediction import Rationale, prediction_line
-from rationale_cli.runtime.atomic import atomic_path, writable_target
+from rationale_cli.output.spacy_docs import DocBinWriter
+from rationale_cli.output.writer_base import TextWriter, Writer, json_text
+from rationale_cli.runtime.atomic import atomic_path
 from rationale_cli.runtime.errors import UserError
 from rationale_cli.runtime.safe_json import to_json_line
 
@@ -66,85 +68,9 @@ def open_writer(path: str | Path, fmt: str, resume_at: int | None = None, model_
     file, or with ``resume_at`` the file cut to that many bytes and continued;
     ``model_version`` names the run in a Label Studio or spaCy output."""
     fmt = output_format(path, fmt)
-    if fmt == "label-studio":
-        from rationale_cli.output.label_studio import LabelStudioWriter
-
-        return LabelStudioWriter(path, resume_at, model_version)
-    if fmt == "spacy":
-        from rationale_cli.output.spacy_docs import DocBinWriter
-
-        return DocBinWriter(path, resume_at, model_version)
+    if fmt in VERSIONED:
+        return VERSIONED[fmt](path, resume_at, model_version)
     return WRITERS[fmt](path, resume_at)
-
-
-def json_text(value) -> str:
-    """``value`` as JSON on one line (non-finite numbers as null)."""
-    return to_json_line(value)[:-1]
-
-
-class Writer:
-    """Writes batches of outputs; a context manager that closes it at the end."""
-
-    def write(self, outputs: list[Output]) -> None:
-        raise NotImplementedError
-
-    def flush(self) -> int:
-        """Make what was written durable; the output's size in bytes (0 for standard output)."""
-        raise NotImplementedError
-
-    def close(self) -> None:
-        raise NotImplementedError
-
-    def __enter__(self) -> Writer:
-        return self
-
-    def __exit__(self, *error) -> None:
-        self.close()
-
-
-def open_text(path: str | Path, resume_at: int | None) -> TextIO:
-    """``path`` for writing UTF-8 text: new, or cut to ``resume_at`` bytes and appended to."""
-    if str(path) == "-":
-        if resume_at is not None:
-            raise UserError("standard output (-) cannot be continued; write to a file to resume")
-        return sys.stdout
-    through = writable_target(path) is None  # a device or pipe: never cut what the shell set up (>>)
-    try:
-        if resume_at is None:
-            return open(path, "a" if through else "w", encoding="utf-8", newline="")
-        size = os.path.getsize(path)
-        if not 0 <= resume_at <= size:
-            raise UserError(f"{path}: cannot continue at byte {resume_at:,}; the file has {size:,} bytes")
-        os.truncate(path, resume_at)
-        return open(path, "a", encoding="utf-8", newline="")
-    except FileNotFoundError as err:
-        if resume_at is None:  # a folder that takes no new file (/proc), or one removed meanwhile
-            raise UserError(f"{path}: cannot write here ({err.strerror or err})") from None
-        raise UserError(f"{path}: no such file to continue") from None
-    except OSError as err:
-        raise UserError(f"{path}: cannot write here ({err.strerror or err})") from None
-
-
-class TextWriter(Writer):
-    """A UTF-8 text file or standard output."""
-
-    def __init__(self, path: str | Path, resume_at: int | None):
-        self.to_stdout = str(path) == "-"
-        self.handle = open_text(path, resume_at)
-
-    def flush(self) -> int:
-        self.handle.flush()
-        if self.to_stdout:
-            return 0
-        with contextlib.suppress(OSError):  # a pipe or a device cannot be synced
-            os.fsync(self.handle.fileno())
-        return os.fstat(self.handle.fileno()).st_size
-
-    def close(self) -> None:
-        if self.to_stdout:
-            self.handle.flush()
-        else:
-            self.handle.close()
 
 
 class JsonLinesWriter(TextWriter):
@@ -297,3 +223,4 @@ class ParquetOutput(Writer):
 
 
 WRITERS = {"jsonl": JsonLinesWriter, "csv": CsvWriter, "parquet": ParquetOutput, "eraser": EraserWriter}
+VERSIONED = {"label-studio": LabelStudioWriter, "spacy": DocBinWriter}  # these also name the run

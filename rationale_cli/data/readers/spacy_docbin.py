@@ -3,7 +3,8 @@
 Each ``Doc`` is a document whose tokens are taken as they are (whitespace tokens left out), with
 their character offsets into ``doc.text``. The span group ``--spans-key`` (default
 ``rationale``) holds the gold rationale (a document without that group has no gold; the spans
-of a group can carry a label, and ``--rationale-label`` keeps those of one label). The label
+of a group can carry a label, the group's key standing for it where they do not, and
+``--rationale-label`` keeps those of one label). The label
 is ``doc.cats``' best-scored class, else ``doc.user_data["score"]`` (a number in [0, 1]);
 the id is ``doc.user_data["id"]``, else the document's place in the file (from 1). What
 ``rationale predict --out X.spacy`` writes reads back so (:mod:`rationale_cli.output.spacy_docs`).
@@ -51,7 +52,7 @@ def iter_spacy(path: str | Path, spans_key: str = SPANS_KEY, rationale_label: st
         rationale = widened = None
         if spans_key in doc.spans:
             chosen = [(span.start_char, span.end_char) for span in doc.spans[spans_key]
-                      if labels.counts([span.label_] if span.label_ else [])]
+                      if labels.counts([span.label_ or spans_key])]
             rationale, widened = token_spans(chosen, offsets)
         doc_id = doc.user_data.get("id")
         yield Record(id=str(doc_id) if doc_id is not None else str(number), tokens=[t.text for t in words],
