@@ -8,6 +8,7 @@ import re
 import pytest
 from typer.testing import CliRunner
 
+from rationale_cli.api import load
 from rationale_cli.cli import app
 from rationale_cli.data import sources
 from rationale_cli.data.readers import detect_format, read_records
@@ -156,6 +157,8 @@ def test_a_label_studio_export_scores_as_our_jsonl_with_the_same_gold(run_dir, f
     keys = ("precision", "recall", "f1", "mse", "selection_rate")
     assert {k: theirs[k] for k in keys} == {k: ours[k] for k in keys}
     assert theirs["documents_widened"] == 0 and "documents_widened" not in ours
+    api = load(run_dir).evaluate(files["label-studio"], faithfulness=False)
+    assert {k: api[k] for k in keys} == {k: ours[k] for k in keys}
     cut = write_json(tmp_path / "cut.json", [label_studio_task(r, cut=1) for r in reviews])
     widened = evaluated(run_dir, cut, tmp_path)  # each span starts inside its first token: taken whole
     assert {k: widened[k] for k in keys} == {k: ours[k] for k in keys}

@@ -6,7 +6,7 @@ joined by spaces) and its tokens ours; the rationale is the span group ``rationa
 displaCy draws::
 
     from spacy import displacy
-    displacy.render(doc, style="span", spans_key="rationale")
+    displacy.render(doc, style="span", options={"spans_key": "rationale"})
 
 A class prediction is ``doc.cats`` (each class's probability), a score
 ``doc.user_data["score"]``; ``user_data`` also holds the document's ``id``, the run
