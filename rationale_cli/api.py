@@ -85,18 +85,20 @@ class Model:
 
     def evaluate(self, data: str | Path | Sequence[Document], *, format: str = "auto", aspect: int | None = None,
                  split: str = "test", faithfulness: bool = True, batch_size: int = 64,
-                 decoding: Decoding = OWN) -> dict:
+                 decoding: Decoding = OWN, rationale_label: str | None = None, spans_key: str | None = None) -> dict:
         """The metrics of ``rationale evaluate``: the task metric, the selection rate, token
         precision/recall/F1 against gold rationales with chance levels, ERASER's metrics
         (``eraser``), with ``faithfulness`` the reruns' scores (``faithfulness``), and the
         full-text reference's beside the model's (``full_text_reference``).
-        ``data``: what ``rationale evaluate`` reads (a path or 'demo'; its ``split``), or
-        labelled documents."""
+        ``data``: what ``rationale evaluate`` reads (a path or 'demo'; its ``split``; in an
+        annotation tool's file the spans labelled ``rationale_label`` or in the span group
+        ``spans_key``, by default the run's), or labelled documents."""
         from rationale_cli.data import sources
         from rationale_cli.evaluation.scoring import evaluate_model
 
         if isinstance(data, (str, Path)):
-            records = list(sources.run_documents(str(data), self.config, fmt=format, aspect=aspect, split=split))
+            records = list(sources.run_documents(str(data), self.config, fmt=format, aspect=aspect, split=split,
+                                                 rationale_label=rationale_label, spans_key=spans_key))
         else:
             records = as_records(data)
         if not records:

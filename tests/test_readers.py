@@ -419,7 +419,16 @@ def test_detect_format(tmp_path, name, content, fmt):
 
 
 def test_formats_list():
-    assert tuple(FORMATS) == ("auto", "beer", "beer-annotations", "eraser", "jsonl", "csv", "tsv", "text")
+    assert tuple(FORMATS) == ("auto", "beer", "beer-annotations", "eraser", "jsonl", "csv", "tsv", "text",
+                              "label-studio", "prodigy", "doccano", "spacy")
+
+
+def docbin(path, text: str):
+    import spacy
+    from spacy.tokens import DocBin
+
+    DocBin(docs=[spacy.blank("en").make_doc(text)]).to_disk(path)
+    return path
 
 
 def test_every_format_has_a_help_line_and_reads(tmp_path):
@@ -432,6 +441,10 @@ def test_every_format_has_a_help_line_and_reads(tmp_path):
         "csv": write(tmp_path / "data.csv", "text,label\nhi there,POS\n"),
         "tsv": write(tmp_path / "data.tsv", "text\tlabel\nhi there\tPOS\n"),
         "text": write(tmp_path / "notes.txt", "hi there\n"),
+        "label-studio": write(tmp_path / "export.json", json.dumps([{"data": {"text": "hi there"}, "annotations": []}])),
+        "prodigy": write(tmp_path / "prodigy.jsonl", jsonl({"text": "hi there", "spans": []})),
+        "doccano": write(tmp_path / "doccano.jsonl", jsonl({"text": "hi there", "label": [[0, 2, "x"]]})),
+        "spacy": docbin(tmp_path / "docs.spacy", "hi there"),
     }
     assert sources.keys() == FORMATS.keys()
     for fmt, entry in FORMATS.items():
@@ -439,7 +452,8 @@ def test_every_format_has_a_help_line_and_reads(tmp_path):
         records = read_records(sources[fmt], fmt, aspect=0)
         assert records and all(r.tokens for r in records), fmt
     assert read_records(sources["auto"])[0].label == 0.6  # detected as beer, aspect 1 from the name
-    with pytest.raises(UserError, match="expected one of auto, beer, beer-annotations, eraser, jsonl, csv, tsv, text$"):
+    with pytest.raises(UserError, match="expected one of auto, beer, beer-annotations, eraser, jsonl, csv, tsv, text, "
+                                        "label-studio, prodigy, doccano, spacy$"):
         iter_records(sources["text"], "xml")
 
 

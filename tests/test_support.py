@@ -15,6 +15,7 @@ from rationale_cli.runs.config import from_values
 from rationale_cli.training.support import SELECTOR_SIDE
 from rationale_cli.training.trainer import train_config
 
+
 def invoke(*args):
     return CliRunner().invoke(app, [str(a) for a in args])
 

@@ -218,13 +218,13 @@ def annotate(job: Job, run: Run, records: Iterable[Record], device, *, force: bo
 def annotate_into(job: Job, dest: Path | None, run: Run, records: Iterable[Record], device, *, force: bool,
                   progress: Callable[[int], None]) -> tuple[Tally, int | None]:
     """:func:`annotate` into the file ``dest`` (None: written through), holding its lock."""
-    from rationale_cli.output.writers import open_writer
+    from rationale_cli.output.writers import RESUMABLE, open_writer
 
     keep_freed_memory()
     identity = job.identity(run)
     direct = dest is None
     start = None if direct else resume_point(dest, identity, force)
-    resumable = not direct and job.output_format != "parquet"
+    resumable = not direct and job.output_format in RESUMABLE
     target = job.out if direct else partial_path(dest)
     tally, began = Tally(), time.perf_counter()
     mine = (w for i, w in enumerate(windows_of(records, job.window)) if i % job.shard.count == job.shard.index)
@@ -234,7 +234,7 @@ def annotate_into(job: Job, dest: Path | None, run: Run, records: Iterable[Recor
         with stop_on_signals(), window_annotator(run, device, batch_size=job.batch_size, workers=job.workers,
                                                   eraser=job.output_format == "eraser",
                                                   decoding=job.decoding) as annotated, \
-                open_writer(target, job.output_format, start.bytes if start else None) as writer:
+                open_writer(target, job.output_format, start.bytes if start else None, str(run.path)) as writer:
             for index, window, outputs in annotated(enumerate(mine), done, tally, progress):
                 with writing():  # a window's output and the state that counts it, or neither
                     writer.write(outputs)

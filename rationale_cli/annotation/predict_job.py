@@ -30,6 +30,7 @@ from rationale_cli.annotation.engine import (
 from rationale_cli.data import sources
 from rationale_cli.data.records import Record
 from rationale_cli.models.decoding import OWN, Decoding
+from rationale_cli.output.writers import BINARY
 from rationale_cli.runs.inference import asked_decoding, check_rate_over, parse_decoding
 from rationale_cli.runs.run_directory import load_for_inference
 from rationale_cli.runtime.errors import UserError, check_at_least
@@ -79,8 +80,8 @@ class PredictRequest:
         parts, written = self.parts, self.written_format
         if self.corpus_rate and parts.count > 1:
             raise UserError("--rate-over corpus holds the share over the whole input, which a shard does not see")
-        if str(self.out) == "-" and written == "parquet":
-            raise UserError("--out -: standard output takes jsonl or csv, not parquet")
+        if str(self.out) == "-" and written in BINARY:
+            raise UserError(f"--out -: standard output takes text (jsonl, csv, eraser or label-studio), not {written}")
         if self.engine not in ENGINES:
             raise UserError(f"--engine {self.engine}: expected local or dask")
         if self.workers > 1 and (self.engine == "dask" or self.device.startswith("cuda")):

@@ -54,6 +54,9 @@ BATCH_HELP = "Documents per batch (at least 1)."
 DEVICE_HELP = "auto, cpu or cuda."
 PER_DOCUMENT_HELP = "Also write each document's scores here (JSONL)."
 FORCE_HELP = "Replace existing output files (never an input of the command, nor a run directory's files)."
+RATIONALE_LABEL_HELP = ("Label Studio, Prodigy, doccano, spaCy: the label of the spans that are the gold "
+                        "rationale (default: any label).")
+SPANS_KEY_HELP = "A .spacy file's span group holding the gold rationale."
 
 
 def show_version(value: bool) -> None:
@@ -173,7 +176,7 @@ def shown_value(key: str, value) -> str:
         return "-"
     if key in ("mse", "mae", "mse_of_mean", "leakage_mse", "leakage_mse_of_mean"):
         return f"{value:.5f}"
-    if key in ("documents", "documents_with_gold"):
+    if key in ("documents", "documents_with_gold", "documents_widened"):
         return f"{value:,}"
     if key == "test_rate":
         return f"k={value}" if isinstance(value, int) else f"{100 * value:.1f}%"
@@ -195,7 +198,7 @@ def metrics_table(metrics: dict) -> Table:
     order = ["mse", "mae", "accuracy", "macro_f1", "test_rate", "test_rate_over", "test_threshold", "test_coherence",
              "test_sentences", "selection_rate", "precision", "recall", "f1",
              "precision_macro", "recall_macro", "f1_macro", "transitions", "spans", "leakage_accuracy", "leakage_mse", "documents",
-             "documents_with_gold"]
+             "documents_with_gold", "documents_widened"]
     for key in order:
         if key in metrics:
             chance = CHANCE.get(key)

@@ -18,8 +18,10 @@ from rationale_cli.cli._util import (
     PER_DOCUMENT_HELP,
     RATE_HELP,
     RATE_OVER_HELP,
+    RATIONALE_LABEL_HELP,
     RUN_HELP,
     SENTENCES_HELP,
+    SPANS_KEY_HELP,
     SPLIT_HELP,
     Command,
     app,
@@ -41,6 +43,9 @@ def evaluate(
     format: str = typer.Option("auto", help=f"Input format: {FORMAT_HELP}."),
     aspect: Optional[int] = typer.Option(None, help=ASPECT_HELP),
     split: str = typer.Option("test", help=SPLIT_HELP),
+    rationale_label: Optional[str] = typer.Option(None, help=RATIONALE_LABEL_HELP + " The run's when it was "
+                                                  "trained with one."),
+    spans_key: Optional[str] = typer.Option(None, help=SPANS_KEY_HELP + " [default: the run's, rationale]"),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the metrics as JSON here, with the "
                                             "run directory, data, split and aspect they were measured on."),
     per_document: Optional[Path] = typer.Option(None, help=PER_DOCUMENT_HELP),
@@ -71,7 +76,8 @@ def evaluate(
     check_rate_over(rate, rate_over)
     loaded, dev = load_for_inference(run, device, epoch)
     asked_decoding(loaded, coherence=coherence, sentences=sentences)
-    records = list(sources.run_documents(data, loaded.config, fmt=format, aspect=aspect, split=split))
+    records = list(sources.run_documents(data, loaded.config, fmt=format, aspect=aspect, split=split,
+                                         rationale_label=rationale_label, spans_key=spans_key))
     decoding, asked = parse_decoding(loaded, rate, rate_over, coherence, sentences=sentences, records=records,
                                      total=len(records), batch_size=batch_size, device=dev, progress=on_stderr,
                                      report=print_line)

@@ -40,16 +40,18 @@ if TYPE_CHECKING:
 def predict(
     run: Path = typer.Argument(..., help=RUN_HELP),
     input: str = typer.Argument(..., help="Documents: text (one per line), JSONL, CSV/TSV, beer or ERASER."),
-    out: Path = typer.Option(..., "--out", "-o", help="Output file: .jsonl, .csv or .parquet, or ERASER results "
-                             "with --output-format eraser ('-': JSONL on standard output)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Output file: .jsonl, .csv, .parquet or .spacy (spaCy "
+                             "documents), or ERASER results or Label Studio tasks with --output-format ('-': JSONL "
+                             "on standard output)."),
     format: str = typer.Option("auto", help=f"Input format: {FORMAT_HELP}."),
     aspect: Optional[int] = typer.Option(None, help=ASPECT_HELP),
     split: str = typer.Option("test", help=SPLIT_HELP),
     text_col: Optional[str] = typer.Option(None, help="CSV/TSV text column (default: the run's)."),
     id_field: str = typer.Option("id", "--id-field", "--id-col", help="JSONL field or CSV/TSV column holding "
                                  "each document's id (missing: its line or row number)."),
-    output_format: str = typer.Option("auto", help="jsonl, csv, parquet or eraser (ERASER's results format, "
-                                      "with faithfulness scores; auto: from --out's extension)."),
+    output_format: str = typer.Option("auto", help="jsonl, csv, parquet, eraser (ERASER's results format, "
+                                      "with faithfulness scores), label-studio (tasks with the rationale as "
+                                      "pre-annotations) or spacy (a DocBin; auto: from --out's extension)."),
     batch_size: int = typer.Option(64, help=BATCH_HELP),
     window: int = typer.Option(WINDOW, help="Documents read, sorted by length and written at a time (at "
                                "least 1); a rerun continues after the last whole window."),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from itertools import accumulate
 
 Span = tuple[int, int]
 
@@ -24,7 +25,9 @@ class Record:
     annotated (they may overlap or be empty), which span-level scores count one by
     one; ``rationale`` is their union. ``sentences`` are the document's sentences as token
     spans where the source marks them (ERASER: one a line); :meth:`sentence_spans` falls back
-    on sentence-final punctuation.
+    on sentence-final punctuation. ``widened`` is set where the gold came as character spans
+    (annotation tools, :mod:`rationale_cli.data.readers.char_spans`): True when one of them cut
+    a token and was widened to the whole token, False when none did (None: not read so).
     """
 
     id: str
@@ -38,6 +41,7 @@ class Record:
     query: list[str] | None = None
     evidence: list[Span] | None = None
     sentences: list[Span] | None = None
+    widened: bool | None = None
 
     @property
     def where(self) -> str:
@@ -51,6 +55,14 @@ class Record:
         """The document's sentences: ``sentences`` where the source gave them, else
         :func:`punctuated_sentences` of the tokens."""
         return self.sentences if self.sentences is not None else punctuated_sentences(self.tokens)
+
+    def text_offsets(self) -> tuple[str, list[Span]]:
+        """The text and each token's character span in it: the raw text where the tokens came
+        from one, else the tokens joined by single spaces."""
+        if self.text is not None and self.offsets is not None:
+            return self.text, self.offsets
+        starts = list(accumulate((len(token) + 1 for token in self.tokens[:-1]), initial=0))
+        return " ".join(self.tokens), [(start, start + len(token)) for start, token in zip(starts, self.tokens)]
 
     def gold_mask(self) -> list[int] | None:
         """0/1 per token from the gold spans, or None without gold."""

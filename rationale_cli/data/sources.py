@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from rationale_cli.data.batching import checked_length
-from rationale_cli.data.readers import detect_format, iter_records
+from rationale_cli.data.readers import SPANS_KEY, detect_format, iter_records
 from rationale_cli.data.records import Record
 from rationale_cli.data.synthetic import demo_records
 from rationale_cli.data.tokenize import tokenize
@@ -40,12 +40,15 @@ def is_demo(path: str | Path) -> bool:
 
 
 def load(path: str, split: str, *, fmt: str = "auto", aspect: int | None = None,
-         text_col: str = "text", label_col: str = "label", query: bool = True) -> list[Record]:
+         text_col: str = "text", label_col: str = "label", query: bool = True, rationale_label: str | None = None,
+         spans_key: str = SPANS_KEY) -> list[Record]:
     """Documents of ``split`` (train, valid or test): the split of the demo corpus or of an
     ERASER folder; any other source is read whole. Without ``query`` the documents'
-    queries are dropped. A document longer than a model reads is refused here, before any work
+    queries are dropped; ``rationale_label`` and ``spans_key`` say where an annotation tool's
+    file holds the gold rationale (:func:`~rationale_cli.data.readers.iter_records`). A document longer than a model reads is refused here, before any work
     (:func:`~rationale_cli.data.batching.checked_length`)."""
-    records = list(stream(path, split, fmt=fmt, aspect=aspect, text_col=text_col, label_col=label_col, query=query))
+    records = list(stream(path, split, fmt=fmt, aspect=aspect, text_col=text_col, label_col=label_col, query=query,
+                          rationale_label=rationale_label, spans_key=spans_key))
     for record in records:
         checked_length(record)
     return records
@@ -53,14 +56,15 @@ def load(path: str, split: str, *, fmt: str = "auto", aspect: int | None = None,
 
 def stream(path: str, split: str = "test", *, fmt: str = "auto", aspect: int | None = None,
            text_col: str = "text", label_col: str | None = "label", id_field: str = "id",
-           query: bool = True) -> Iterator[Record]:
+           query: bool = True, rationale_label: str | None = None, spans_key: str = SPANS_KEY) -> Iterator[Record]:
     """The same documents one at a time (constant memory for files)."""
     if split not in SPLITS:
         raise UserError(f"unknown split {split!r}: expected train, val or test")
     if is_demo(path):
         return iter(demo_records(SPLITS[split], aspect=aspect or 0))
     records = iter_records(path, fmt, aspect=aspect, split=ERASER_SPLITS[SPLITS[split]], text_col=text_col,
-                           label_col=label_col, id_field=id_field)
+                           label_col=label_col, id_field=id_field, rationale_label=rationale_label,
+                           spans_key=spans_key)
     return records if query else map(without_query, records)
 
 
@@ -71,13 +75,15 @@ def without_query(record: Record) -> Record:
 
 def run_documents(path: str, config, *, fmt: str = "auto", aspect: int | None = None,
                   text_col: str | None = None, labelled: bool = True, id_field: str = "id",
-                  split: str = "test") -> Iterator[Record]:
+                  split: str = "test", rationale_label: str | None = None,
+                  spans_key: str | None = None) -> Iterator[Record]:
     """The documents of ``path`` read for a trained run (an ERASER folder's or the demo
-    corpus's ``split``): with its ``config``'s aspect, columns and use of queries unless
-    given; without labels unless ``labelled``."""
+    corpus's ``split``): with its ``config``'s aspect, columns, gold span label and group
+    and use of queries unless given; without labels unless ``labelled``."""
     return stream(path, split, fmt=fmt, aspect=config.aspect if aspect is None else aspect,
                   text_col=text_col or config.text_col, label_col=config.label_col if labelled else None,
-                  id_field=id_field, query=config.query)
+                  id_field=id_field, query=config.query, rationale_label=rationale_label or config.rationale_label,
+                  spans_key=spans_key or config.spans_key)
 
 
 def has_own_validation(path: str, fmt: str) -> bool:

@@ -13,6 +13,7 @@ from typing import Sequence
 from rationale_cli.data import sources
 from rationale_cli.data.readers import detect_format
 from rationale_cli.data.readers.beer import file_aspect
+from rationale_cli.data.readers.char_spans import widened_count
 from rationale_cli.data.records import Record, spans_to_mask
 from rationale_cli.evaluation.faithfulness import faithfulness_summary, scored_documents
 from rationale_cli.evaluation.predictions_file import paired, read_predictions
@@ -74,6 +75,7 @@ def evaluate_model(loaded, records: Sequence[Record], *, batch_size: int, device
         metrics["test_rate"] = decoding.rate.to_json()  # the size asked for; selection_rate is the one reached
     metrics["eraser"] = eraser_scores(docs)
     metrics["faithfulness"] = faithfulness_summary(pairs)
+    metrics.update(widened_count(records))
     if loaded.reference is not None:
         metrics["full_text_reference"] = loaded.reference.compared(records, loaded.task,
                                                                    metrics.get(main_metric(loaded.task)))
@@ -130,7 +132,7 @@ def score_file(predictions: str | Path, gold: Sequence[Record], leakage: bool = 
     lines = read_predictions(predictions)
     docs = paired(lines, gold, str(predictions))
     hard = all(doc.spans is not None for doc, _, _ in lines)
-    metrics = {**own_scores(docs, hard), "eraser": eraser_scores(docs, hard=hard)}
+    metrics = {**own_scores(docs, hard), "eraser": eraser_scores(docs, hard=hard), **widened_count(gold)}
     if leakage:
         metrics.update(file_leakage(docs, hard, str(predictions)))
     return metrics, [document_row(d) for d in docs]

@@ -1,7 +1,8 @@
-"""What ``rationale predict`` writes: JSON lines, CSV or Parquet.
+"""What ``rationale predict`` writes: JSON lines, CSV, Parquet, ERASER results, or for
+annotation tools Label Studio tasks and spaCy documents.
 
 The format comes from the ``--out`` extension (``.jsonl``/``.json``, ``.csv``,
-``.parquet``; JSON lines for any other) or is named. Each writer takes batches of
+``.parquet``, ``.spacy``; JSON lines for any other) or is named. Each writer takes batches of
 :class:`~rationale_cli.runs.inference.Output` and is a context manager:
 
 - jsonl: one JSON line per document, as ``predict`` has always written them.
@@ -11,13 +12,19 @@ The format comes from the ``--out`` extension (``.jsonl``/``.json``, ``.csv``,
   label column when the first batch has labels.
 - eraser: ERASER's results format (``rationale_cli.evaluation.predictions_file``), one line per
   document with its faithfulness scores, which the official scorer reads as it is.
+- label-studio: a JSON list of tasks with the rationale as pre-annotations
+  (:mod:`rationale_cli.output.label_studio`).
+- spacy: a ``DocBin``, the rationale as the span group ``rationale``
+  (:mod:`rationale_cli.output.spacy_docs`).
 - parquet: one row group per batch (:func:`parquet_schema`), written under a temporary
   name beside the target and renamed on close, so an interrupted run leaves nothing
   under the real name. Needs pyarrow.
 
-JSON lines and CSV files can be continued after an interruption: ``resume_at`` is a size
-that :meth:`Writer.flush` returned, and anything past it is cut off. Standard output
-(``-``, JSON lines and CSV only) and Parquet cannot be continued.
+JSON lines, CSV and ERASER files (:data:`RESUMABLE`) can be continued after an interruption:
+``resume_at`` is a size that :meth:`Writer.flush` returned, and anything past it is cut off.
+Standard output (``-``, not Parquet or spaCy), Parquet, Label Studio and spaCy outputs cannot
+be continued. The two writers for annotation tools name the run in their files
+(``model_version``).
 """
 
 from __future__ import annotations
@@ -25,21 +32,25 @@ from __future__ import annotations
 import contextlib
 import csv
 import os
-import sys
 from contextlib import ExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING
 
+from rationale_cli.output.label_studio import LabelStudioWriter
 from rationale_cli.output.prediction import Rationale, prediction_line
-from rationale_cli.runtime.atomic import atomic_path, writable_target
+from rationale_cli.output.spacy_docs import DocBinWriter
+from rationale_cli.output.writer_base import TextWriter, Writer, json_text
+from rationale_cli.runtime.atomic import atomic_path
 from rationale_cli.runtime.errors import UserError
 from rationale_cli.runtime.safe_json import to_json_line
 
 if TYPE_CHECKING:
     from rationale_cli.runs.inference import Output
 
-OUTPUT_FORMATS = ("jsonl", "csv", "parquet", "eraser")
-EXTENSIONS = {".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv", ".parquet": "parquet"}
+OUTPUT_FORMATS = ("jsonl", "csv", "parquet", "eraser", "label-studio", "spacy")
+EXTENSIONS = {".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv", ".parquet": "parquet", ".spacy": "spacy"}
+RESUMABLE = ("jsonl", "csv", "eraser")
+BINARY = ("parquet", "spacy")  # never on standard output
 CSV_COLUMNS = ("id", "prediction", "probabilities", "label", "rationale", "spans", "char_spans", "token_scores")
 
 
@@ -52,80 +63,14 @@ def output_format(path: str | Path, given: str | None = None) -> str:
     return given
 
 
-def open_writer(path: str | Path, fmt: str, resume_at: int | None = None) -> Writer:
+def open_writer(path: str | Path, fmt: str, resume_at: int | None = None, model_version: str = "") -> Writer:
     """A writer of format ``fmt`` (or 'auto') on ``path`` ('-': standard output): a new
-    file, or with ``resume_at`` the file cut to that many bytes and continued."""
-    return WRITERS[output_format(path, fmt)](path, resume_at)
-
-
-def json_text(value) -> str:
-    """``value`` as JSON on one line (non-finite numbers as null)."""
-    return to_json_line(value)[:-1]
-
-
-class Writer:
-    """Writes batches of outputs; a context manager that closes it at the end."""
-
-    def write(self, outputs: list[Output]) -> None:
-        raise NotImplementedError
-
-    def flush(self) -> int:
-        """Make what was written durable; the output's size in bytes (0 for standard output)."""
-        raise NotImplementedError
-
-    def close(self) -> None:
-        raise NotImplementedError
-
-    def __enter__(self) -> Writer:
-        return self
-
-    def __exit__(self, *error) -> None:
-        self.close()
-
-
-def open_text(path: str | Path, resume_at: int | None) -> TextIO:
-    """``path`` for writing UTF-8 text: new, or cut to ``resume_at`` bytes and appended to."""
-    if str(path) == "-":
-        if resume_at is not None:
-            raise UserError("standard output (-) cannot be continued; write to a file to resume")
-        return sys.stdout
-    through = writable_target(path) is None  # a device or pipe: never cut what the shell set up (>>)
-    try:
-        if resume_at is None:
-            return open(path, "a" if through else "w", encoding="utf-8", newline="")
-        size = os.path.getsize(path)
-        if not 0 <= resume_at <= size:
-            raise UserError(f"{path}: cannot continue at byte {resume_at:,}; the file has {size:,} bytes")
-        os.truncate(path, resume_at)
-        return open(path, "a", encoding="utf-8", newline="")
-    except FileNotFoundError as err:
-        if resume_at is None:  # a folder that takes no new file (/proc), or one removed meanwhile
-            raise UserError(f"{path}: cannot write here ({err.strerror or err})") from None
-        raise UserError(f"{path}: no such file to continue") from None
-    except OSError as err:
-        raise UserError(f"{path}: cannot write here ({err.strerror or err})") from None
-
-
-class TextWriter(Writer):
-    """A UTF-8 text file or standard output."""
-
-    def __init__(self, path: str | Path, resume_at: int | None):
-        self.to_stdout = str(path) == "-"
-        self.handle = open_text(path, resume_at)
-
-    def flush(self) -> int:
-        self.handle.flush()
-        if self.to_stdout:
-            return 0
-        with contextlib.suppress(OSError):  # a pipe or a device cannot be synced
-            os.fsync(self.handle.fileno())
-        return os.fstat(self.handle.fileno()).st_size
-
-    def close(self) -> None:
-        if self.to_stdout:
-            self.handle.flush()
-        else:
-            self.handle.close()
+    file, or with ``resume_at`` the file cut to that many bytes and continued;
+    ``model_version`` names the run in a Label Studio or spaCy output."""
+    fmt = output_format(path, fmt)
+    if fmt in VERSIONED:
+        return VERSIONED[fmt](path, resume_at, model_version)
+    return WRITERS[fmt](path, resume_at)
 
 
 class JsonLinesWriter(TextWriter):
@@ -278,3 +223,4 @@ class ParquetOutput(Writer):
 
 
 WRITERS = {"jsonl": JsonLinesWriter, "csv": CsvWriter, "parquet": ParquetOutput, "eraser": EraserWriter}
+VERSIONED = {"label-studio": LabelStudioWriter, "spacy": DocBinWriter}  # these also name the run

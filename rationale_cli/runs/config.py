@@ -52,6 +52,9 @@ class TrainConfig:
                        "classification.", choices=("auto", "regression", "classification"))
     text_col: str = option("text", "CSV/TSV text column.")
     label_col: str = option("label", "CSV/TSV label column.")
+    rationale_label: str | None = option(None, "The label of the spans that are the gold rationale in an annotation "
+                                         "tool's file (Label Studio, Prodigy, doccano, spaCy).", default_text="any")
+    spans_key: str = option("rationale", "The span group of a .spacy file that holds the gold rationale.")
     query: bool = option(True, "Let the model read each document's query (ERASER's BoolQ, FEVER, MultiRC, "
                          "CoS-E): after the document and a [SEP] token, never selected.")
     extractor: str = option("hardkuma", "Rationale extractor (see the list below).", choices=SELECTORS)
@@ -327,8 +330,8 @@ def from_saved(data: dict[str, Any], source: str) -> TrainConfig:
         raise UserError(f"{source}: {option_line(err) if isinstance(err, OptionError) else err}") from None
 
 
-RESUMABLE = ("data", "format", "aspect", "valid", "valid_fraction", "text_col", "label_col",
-             "epochs", "time_limit", "patience", "device")
+RESUMABLE = ("data", "format", "aspect", "valid", "valid_fraction", "text_col", "label_col", "rationale_label",
+             "spans_key", "epochs", "time_limit", "patience", "device")
 
 
 def resume_config(saved: dict[str, Any], cli: dict[str, Any], source: str) -> TrainConfig:

@@ -14,6 +14,13 @@ can be inferred from their types. Any problem with the input raises
 | jsonl | native JSON lines (``text``/``tokens``, ``label``/``score``, ``rationale``) | jsonl |
 | csv, tsv | tables with a text and a label column | table |
 | text | one document a line, no labels | text |
+| label-studio | Label Studio's JSON and JSON-MIN exports, gold spans in characters | label_studio |
+| prodigy, doccano | their span JSON lines, gold spans in characters | span_jsonl |
+| spacy | a spaCy ``DocBin`` (``.spacy``), gold spans in a span group | spacy_docbin |
+
+The annotation tools' readers share :mod:`~rationale_cli.data.readers.char_spans`: character
+spans onto our tokens, and ``rationale_label`` (which spans count, default any); ``spans_key``
+names the span group of a ``DocBin``.
 
 :data:`FORMATS` maps each name (``auto`` first) to a :class:`Format`: its one-line
 help and the function that opens its stream; adding a format is its module, one
@@ -32,6 +39,9 @@ from rationale_cli.data.readers.beer import iter_beer, iter_beer_annotations
 from rationale_cli.data.readers.common import first_line
 from rationale_cli.data.readers.eraser import iter_eraser
 from rationale_cli.data.readers.jsonl import iter_jsonl
+from rationale_cli.data.readers.label_studio import iter_label_studio, looks_like_label_studio
+from rationale_cli.data.readers.spacy_docbin import SPANS_KEY, iter_spacy
+from rationale_cli.data.readers.span_jsonl import is_doccano, is_prodigy, iter_doccano, iter_prodigy
 from rationale_cli.data.readers.table import iter_table
 from rationale_cli.data.readers.text import iter_text
 from rationale_cli.data.records import Record
@@ -64,6 +74,15 @@ def is_beer_annotation(line: str) -> bool:
     return isinstance(obj, dict) and "x" in obj and "y" in obj
 
 
+def span_jsonl_format(line: str) -> str | None:
+    """prodigy or doccano for a first line of their span exports, else None."""
+    try:
+        obj = json.loads(line)
+    except (json.JSONDecodeError, RecursionError):
+        return None
+    return "prodigy" if is_prodigy(obj) else "doccano" if is_doccano(obj) else None
+
+
 def has_eraser_docs(folder: Path) -> bool:
     """An ERASER dataset folder holds its documents in ``docs/`` or ``docs.jsonl``."""
     return (folder / "docs").is_dir() or (folder / "docs.jsonl").is_file()
@@ -82,11 +101,15 @@ def detect_format(path: str | Path) -> str:
     suffix = Path(name.removesuffix(".gz")).suffix
     if suffix == ".jsonl" and path.name != "docs.jsonl" and has_eraser_docs(path.parent):
         return "eraser"
+    if suffix == ".spacy":
+        return "spacy"
     line = first_line(path)
     if BEER_NAME.match(name) or is_beer_line(line):
         return "beer"
+    if suffix == ".json" and looks_like_label_studio(path):
+        return "label-studio"
     if suffix in (".json", ".jsonl"):
-        return "beer-annotations" if is_beer_annotation(line) else "jsonl"
+        return "beer-annotations" if is_beer_annotation(line) else span_jsonl_format(line) or "jsonl"
     if suffix in (".csv", ".tsv"):
         return suffix[1:]
     return "text"
@@ -123,6 +146,20 @@ FORMATS: dict[str, Format] = {
                   lambda path, text_col, label_col, id_field="id", **_: iter_table(path, "\t", text_col, label_col,
                                                                                     id_col=id_field)),
     "text": Format("one document a line, no labels (for predict and explain)", lambda path, **_: iter_text(path)),
+    "label-studio": Format("Label Studio's JSON or JSON-MIN export: data.text, labels spans in characters "
+                           "(--rationale-label)",
+                           lambda path, text_col, label_col, id_field="id", rationale_label=None, **_:
+                           iter_label_studio(path, text_col, label_col, id_field, rationale_label)),
+    "prodigy": Format("Prodigy's span JSON lines: text, spans with start, end, label (--rationale-label)",
+                      lambda path, label_col, id_field="id", rationale_label=None, **_:
+                      iter_prodigy(path, label_col, id_field, rationale_label)),
+    "doccano": Format("doccano's span JSON lines: text, label as [start, end, name] (--rationale-label)",
+                      lambda path, label_col, id_field="id", rationale_label=None, **_:
+                      iter_doccano(path, label_col, id_field, rationale_label)),
+    "spacy": Format("a spaCy DocBin (.spacy): gold rationale in the span group --spans-key, label in "
+                    "doc.cats or user_data",
+                    lambda path, spans_key=SPANS_KEY, rationale_label=None, **_:
+                    iter_spacy(path, spans_key, rationale_label)),
 }
 
 
@@ -135,6 +172,8 @@ def iter_records(
     text_col: str = "text",
     label_col: str | None = "label",
     id_field: str = "id",
+    rationale_label: str | None = None,
+    spans_key: str = SPANS_KEY,
 ) -> Iterator[Record]:
     """Stream the documents of ``path``.
 
@@ -142,14 +181,16 @@ def iter_records(
     required for beer annotations). ``split`` picks the ERASER file of a dataset
     directory (default ``train``). ``text_col``/``label_col`` name CSV/TSV
     columns (``label_col=None``: no labels); ``id_field`` the JSONL field or CSV/TSV
-    column holding document ids. The format is checked and detected
+    column holding document ids. For the annotation tools' formats, ``rationale_label`` is the
+    label of the spans that are the gold rationale (None: any) and ``spans_key`` the span
+    group of a ``DocBin`` that holds them. The format is checked and detected
     at once; reading errors surface while iterating, and a source without any
     document raises ``UserError("PATH: no documents found")`` at its end.
     """
     if fmt not in FORMATS:
         raise UserError(f"unknown format {fmt!r}: expected one of {', '.join(FORMATS)}")
     stream = FORMATS[fmt].open(path, aspect=aspect, split=split, text_col=text_col, label_col=label_col,
-                               id_field=id_field)
+                               id_field=id_field, rationale_label=rationale_label, spans_key=spans_key)
     return _nonempty(stream, path)
 
 
