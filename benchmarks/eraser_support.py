@@ -3,8 +3,8 @@ full-text reference (:mod:`rationale_cli.training.support`, FRESH: Jain et al., 
 
 For each predictor of ``--predictors`` (bow, cnn, hf, ...), a run is trained on the support's
 rationales of the train split, decoded at the support's budget in whole sentences and, with
-``--tokens``, also as its best tokens (``--no-support-sentences``); the decoding of lowest
-validation loss is chosen for that predictor (gold rationales play no part). Only then is the
+``--tokens``, also as its best tokens (``--no-support-sentences``), at each learning rate of
+``--lrs``; the decoding and rate of lowest validation loss are chosen for that predictor (gold rationales play no part). Only then is the
 chosen run evaluated once on the test split: its accuracy (from the rationale alone), ERASER's
 token and IOU F1 of its rationales, and the run's full-text reference on the same documents.
 One row per predictor (``benchmark: eraser_support``) in results.jsonl; RESULTS.md is
@@ -29,6 +29,7 @@ def main() -> None:
     parser.add_argument("--data-dir", default="../shared/data", help="folder holding eraser_movies/")
     parser.add_argument("--predictors", nargs="+", default=["bow", "cnn"], help="the new runs' predictor encoders")
     parser.add_argument("--tokens", action="store_true", help="also try the best tokens, not whole sentences")
+    parser.add_argument("--lrs", nargs="+", default=["0.001"], help="learning rates to try (each with each decoding)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--runs", default=None, help="keep the new runs here (default: a temporary folder)")
     parser.add_argument("train_args", nargs=argparse.REMAINDER, help="after --: options for the new runs' training")
@@ -39,14 +40,15 @@ def main() -> None:
     support = json.loads((args.support / "config.json").read_text())
     for predictor in args.predictors:
         tried = {}
-        for decoding in ("sentences", "tokens") if args.tokens else ("sentences",):
-            out = runs / f"{predictor}-{decoding}"
+        for decoding, lr in ((d, lr) for d in (("sentences", "tokens") if args.tokens else ("sentences",))
+                             for lr in args.lrs):
+            out = runs / f"{predictor}-{decoding}-lr{lr}"
             flags = [] if decoding == "sentences" else ["--no-support-sentences"]
             command, seconds = rationale("train", "--data", str(data), "--support", str(args.support),
-                                         "--predictor-encoder", predictor, *flags, "--seed", str(args.seed),
-                                         "--out", str(out), "--force", *extra)
+                                         "--predictor-encoder", predictor, *flags, "--lr", lr, "--seed",
+                                         str(args.seed), "--out", str(out), "--force", *extra)
             metrics = json.loads((out / "metrics.json").read_text())
-            tried[decoding] = {"validation_loss": metrics["valid"]["loss"], "run": out, "command": command,
+            tried[f"{decoding}, lr {lr}"] = {"decoding": decoding, "lr": float(lr), "validation_loss": metrics["valid"]["loss"], "run": out, "command": command,
                                "train_seconds": round(seconds, 1), "epochs": len(metrics["history"])}
         best = min(tried, key=lambda name: tried[name]["validation_loss"])
         chosen = tried[best]
@@ -58,7 +60,8 @@ def main() -> None:
         append_result({
             "benchmark": "eraser_support", "dataset": "movies", "support": str(args.support),
             "extractor": support["extractor"], "encoder": support.get("selector_encoder") or support["encoder"],
-            "predictor_encoder": predictor, "budget": support.get("budget"), "decoding": best,
+            "predictor_encoder": predictor, "budget": support.get("budget"), "decoding": chosen["decoding"],
+            "lr": chosen["lr"],
             "chosen_on": "validation", "validation_loss": {name: row["validation_loss"] for name, row in tried.items()},
             "accuracy": test["accuracy"], "reference_accuracy": reference.get("value"),
             "reference_setting": reference.get("setting"), "selection_rate": test["selection_rate"],
