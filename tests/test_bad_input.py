@@ -3,6 +3,7 @@ and no file created or changed (or, where the command can go on, the documented 
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -556,3 +557,27 @@ def test_an_output_in_a_loop_of_symbolic_links_is_one_line(run_dir, tmp_path):
     loop.symlink_to(loop)
     refused(invoke("train", "--data", "demo", "--out", loop, *TINY), str(loop), "symbolic links")
     refused(invoke("predict", run_dir, EXAMPLES / "reviews.txt", "--out", loop), str(loop), "symbolic links")
+
+
+@pytest.mark.parametrize("size", [-5, 0, 10**9])
+def test_a_saved_model_size_out_of_range_is_one_line_before_anything_is_built(run_dir, tmp_path, size):
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    config = json.loads((copy / "config.json").read_text())
+    (copy / "config.json").write_text(json.dumps({**config, "hidden_size": size}))
+    refused(invoke("predict", copy, "demo", "--out", tmp_path / "p.jsonl"), "config.json", "--hidden-size")
+
+
+def test_a_rating_outside_the_unit_interval_says_how_to_rescale_it(tmp_path):
+    data = tmp_path / "stars.jsonl"
+    data.write_text(json.dumps({"tokens": ["good", "beer"], "score": 4.5}) + "\n")
+    refused(invoke("train", "--data", data, "--out", tmp_path / "run"), "got 4.5", "(stars - 1) / 4")
+
+
+def test_whole_number_labels_are_classes_and_the_line_says_so(tmp_path):
+    data = tmp_path / "stars.jsonl"
+    data.write_text("".join(json.dumps({"tokens": [word, "beer"], "label": stars}) + "\n"
+                            for word, stars in (("good", 5), ("bad", 1), ("fine", 3)) for _ in range(4)))
+    result = invoke("train", "--data", data, "--valid", data, "--out", tmp_path / "run", "--no-reference", *TINY)
+    assert result.exit_code == 0, result.output
+    assert "note: the labels are whole numbers, read as 3 classes (1, 3, 5)" in result.output

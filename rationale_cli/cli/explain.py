@@ -60,7 +60,7 @@ def explain(
     console = stderr() if str(html) == "-" else stdout()  # standard output holds the page then
     items = print_documents(console, results)
     if more:
-        stderr().print(f"the first {limit} documents of {input} shown; it has more (--limit N, or --limit 0 for all)",
+        stderr().print(f"the first {limit} document{'s' if limit != 1 else ''} of {input} shown; it has more (--limit N, or --limit 0 for all)",
                        highlight=False)
     if html is not None:
         write_text_atomic(html, render_html(items, title=f"Rationales of {run.name}"))

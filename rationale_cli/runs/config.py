@@ -86,10 +86,11 @@ class TrainConfig:
                                      "document keeps the support's count of tokens, in the sentences that score "
                                      "highest).")
     embeddings: str | None = option(None, "Pretrained word vectors, GloVe or word2vec text (.gz too).")
-    embedding_dim: int = option(200, "Embedding size without --embeddings.", low=1)
+    embedding_dim: int = option(200, "Embedding size without --embeddings.", low=1, high=1 << 16)
     fix_embeddings: bool | None = option(None, "Keep the embeddings fixed.",
                                          default_text="fixed with --embeddings, trained without")
-    hidden_size: int = option(200, "Encoder hidden size per direction (filters for convolutions).", low=1)
+    hidden_size: int = option(200, "Encoder hidden size per direction (filters for convolutions).", low=1,
+                              high=1 << 16)
     dropout: float = option(0.1, "Dropout.", low=0.0, high=0.9)
     min_freq: int = option(1, "Minimum token frequency for the vocabulary.", low=1)
     max_vocab: int | None = option(None, "Maximum vocabulary size.", low=2, default_text="unlimited")
@@ -192,6 +193,7 @@ PATH_OPTIONS = ("data", "valid", "embeddings", "support")
 FROM_RUN = "paths_from_run"
 # what a saved config holds beside its options: how the run was trained, where its paths lie from it
 RUN_FACTS = ("processes", "effective_batch_size", FROM_RUN)
+SHAPES = ("embedding_dim", "hidden_size")  # options a saved run's range is checked for: they size the model
 
 
 def is_path(value) -> bool:
@@ -325,6 +327,9 @@ def from_saved(data: dict[str, Any], source: str) -> TrainConfig:
         if "budget" in own:
             data["budget"] = size
     try:
+        for name in SHAPES:  # the model is built from them before its weights are read
+            if name in data:
+                TRAIN_SPECS[name].check(data[name])
         return from_values(data, ranges=False)
     except (OptionError, UserError) as err:
         raise UserError(f"{source}: {option_line(err) if isinstance(err, OptionError) else err}") from None

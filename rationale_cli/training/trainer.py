@@ -96,6 +96,12 @@ class Trained:
         return self.state.warnings
 
 
+def whole_number_classes(records: list[Record]) -> bool:
+    """Whether every label is a whole number (star ratings, say), which ``auto`` reads as classes."""
+    labels = [r.label for r in records if r.label is not None]
+    return bool(labels) and all(isinstance(x, str) and x.lstrip("-").isdigit() for x in labels)
+
+
 def new_model(config: TrainConfig, train: list[Record], valid: list[Record], console: Console | None,
               device: torch.device, selector=None) -> tuple[TrainConfig, Vocab, Task, RationaleModel]:
     """The task (every label checked), vocabulary and a new model (with ``selector`` as its
@@ -104,6 +110,10 @@ def new_model(config: TrainConfig, train: list[Record], valid: list[Record], con
     task = infer_task([r.label for r in train], config.task)
     task.targets(train)
     task.targets(valid)
+    if console is not None and config.task == "auto" and whole_number_classes(train):
+        console.print(f"note: the labels are whole numbers, read as {task.outputs} classes "
+                      f"({', '.join(task.labels)}); for a regression, give them as 'score' values in [0, 1] "
+                      "(star ratings rescaled, e.g. (stars - 1) / 4)", highlight=False)
     support = None
     if config.support:  # two-stage: the support run's vocabulary and selector side
         config, support = supported(config)

@@ -78,8 +78,12 @@ def check_score(value, at: str, name: str = "score") -> float:
             value = float(value)
         except ValueError:
             raise UserError(f"{at}: expected {name} to be a number in [0, 1], got {value!r}") from None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise UserError(f"{at}: expected {name} to be a number in [0, 1], got {value!r}")
+    if not 0.0 <= float(value) <= 1.0:
+        hint = ("; scores are read in [0, 1]: rescale ratings first, e.g. (stars - 1) / 4 for 1-5 stars, or give "
+                "them as class names for a classifier" if 1.0 < float(value) <= 100.0 else "")
+        raise UserError(f"{at}: expected {name} to be a number in [0, 1], got {value!r}{hint}")
     return float(value)
 
 
