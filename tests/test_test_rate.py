@@ -172,7 +172,7 @@ def test_evaluate_predict_and_explain_decode_with_a_transition_cost(tmp_path):
     result = runner.invoke(app, ["evaluate", str(run), "demo", "--coherence", "-1"])
     assert result.exit_code == 2 and "expected a number >= 0" in result.output
     other = tmp_path / "hardkuma"
-    assert runner.invoke(app, ["train", "--data", "demo", "--out", str(other), *small]).exit_code == 0
+    assert runner.invoke(app, ["train", "--data", "demo", "--out", str(other), *small, "--budget", "0.6"]).exit_code == 0
     placed = {}
     for name, extra in (("own", []), ("costly", ["--coherence", "0.5"])):  # any extractor: its count, in runs
         result = runner.invoke(app, ["evaluate", str(other), "demo", *extra, "--json", str(tmp_path / f"{name}.json"),

@@ -70,7 +70,7 @@ def traced_entries(run: Path, document: Path, out: Path) -> list[str]:
 def hardkuma_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("walk") / "run"
     rationale.train("demo", out=out, extractor="hardkuma", encoder="rcnn", embedding_dim=8, hidden_size=8,
-                    epochs=1, seed=0)
+                    epochs=1, seed=0, budget=0.6)
     return out
 
 

@@ -10,6 +10,10 @@ it puts mass on exactly 0 and exactly 1 (eqs. 8-9):
 Every cdf term is computed in log space: the survival function is
 ``log(1 - F_K(x)) = b * log(1 - x^a)`` with ``log(1 - x^a) = log(-expm1(a log x))``,
 so a and b anywhere in [1e-6, 100] give finite values and gradients.
+
+For a selection rate t, :func:`shapes_at_rate` inverts eq. 8 for b: the expected L0
+(eq. 11) per token is ``P(H != 0) = (1 - k0^a)^b`` with ``k0 = -l / (r - l)``, so
+``b = log t / log(1 - k0^a)``.
 """
 
 from __future__ import annotations
@@ -130,6 +134,14 @@ def gauss_legendre(nodes: int):
     import numpy as np
 
     return np.polynomial.legendre.leggauss(nodes)
+
+
+def shapes_at_rate(rate: float, a: float = math.log(2.0), l: float = LOW, r: float = HIGH) -> tuple[float, float]:
+    """Shapes ``(a, b)`` with ``P(H != 0) = rate`` (eq. 8: ``(1 - k0^a)^b = rate``, ``k0 = -l / (r - l)``)
+    for the given a; the default ``ln 2 = softplus(0)``. b is clamped to the shapes' range."""
+    k0 = -l / (r - l)
+    b = math.log(rate) / math.log1p(-(k0**a))
+    return a, min(max(b, A_MIN), A_MAX)
 
 
 def log_survival(a: Tensor, b: Tensor, k: float | Tensor) -> Tensor:

@@ -17,6 +17,14 @@ task alone would select less, with an augmented-Lagrangian term
 fixed weight on the expected number of transitions per document, as in the
 paper's beer runs (appendix B.1: a weight from 1e-4 to 4e-4).
 
+Start (section 3, eq. 8; :func:`~rationale_cli.models.distributions.hardkuma.shapes_at_rate`): the
+layer that gives ``(a, b)`` starts with the biases of ``a = softplus(0) = ln 2`` and
+``b = log t / log(1 - k0^a)``, ``k0 = -l / (r - l)``, so each token's expected L0 ``P(z != 0)`` is
+the target share t before the first step (about 10.3 for t = 0.13), where PyTorch's zero-mean
+bias gave ``a = b = ln 2`` on average, ``P(z != 0) = 0.87``, a start from which the first epochs
+decoded 0-5% of the tokens (demo, beer, ERASER movies; docs/concepts/extractors.md). A budget given as a token count has no share before
+the documents are seen and keeps PyTorch's bias.
+
 Test time (section 5, "Deterministic predictions"): per token the most likely
 of z = 0, z = 1 and 0 < z < 1; in the continuous case the mean of the
 rectified variable.
@@ -24,13 +32,14 @@ rectified variable.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from rationale_cli.models.distributions.hardkuma import A_MAX, A_MIN, EPS, HIGH, LOW, HardKuma
+from rationale_cli.models.distributions.hardkuma import A_MAX, A_MIN, EPS, HIGH, LOW, HardKuma, shapes_at_rate
 from rationale_cli.models.lagrangian import EqualityMultiplier, LagrangeMultiplier, RateOptions
 from rationale_cli.models.native.hardkuma_scan import compiled
 from rationale_cli.models.options import OptionError, option
@@ -104,6 +113,10 @@ class HardKumaSelector(Selector):
         multiplier = dict(init=lambda_init, lr=opts.lagrange_lr, alpha=lagrange_alpha, maximum=lambda_max)
         self.lambda_l0 = EqualityMultiplier(rho=opts.lagrange_rho, **multiplier)
         self.lambda_transitions = LagrangeMultiplier(**multiplier) if opts.transitions is not None else None
+        if self.budget.share is not None:
+            layer = self.shape_layer if self.scan is None else self.scan.head
+            with torch.no_grad():  # softplus^-1(y) = y + log(1 - exp(-y))
+                layer.bias.copy_(torch.tensor([y + math.log(-math.expm1(-y)) for y in shapes_at_rate(self.budget.share)]))
 
     def run(self, states: Tensor, mask: Tensor, choose) -> tuple[Tensor, HardKuma]:
         """z for every token and the distributions it was drawn from; ``choose(dist)``
