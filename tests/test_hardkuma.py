@@ -201,9 +201,10 @@ def test_selector_multipliers_do_not_move_in_eval_mode():
 
 @pytest.mark.slow
 def test_training_on_the_demo_corpus_hits_the_selection_target_with_high_precision(tmp_path):
-    """``--selection 0.2`` ends within 2 points of 20% on the test split, precision above 90%."""
+    """``--selection 0.2`` ends within 2 points of 20% on the test split, precision above 90%. (Started
+    at the target, the rate rises to 22-23% by epoch 5 while the multiplier catches up, then settles.)"""
     test = train_on_demo(tmp_path, "--extractor", "hardkuma", "--encoder", "rcnn", "--selection", "0.2",
-                         "--transitions", "0.06", "--epochs", "5", "--independent")
+                         "--transitions", "0.06", "--epochs", "8", "--independent")
     assert abs(test["selection_rate"] - 0.2) <= 0.02, test
     assert test["precision"] > 0.9, test
 

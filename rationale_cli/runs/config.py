@@ -240,9 +240,10 @@ def from_values(values: dict[str, Any], given: set[str] | None = None, ranges: b
     and range, extractor options declared by the chosen extractor, and ``given`` (what a
     user gave) not needing an option that is off; an :class:`OptionError` otherwise.
     ``ranges=False`` leaves the training options' ranges unchecked (a saved run's, which
-    only matter for training it)."""
+    only matter for training it) but for the model's sizes (``SHAPES``: the model is built
+    from them before its weights are read)."""
     check_known(values, "")
-    general = {name: TRAIN_SPECS[name].check(value, ranges) for name, value in values.items()
+    general = {name: TRAIN_SPECS[name].check(value, ranges or name in SHAPES) for name, value in values.items()
                if name in TRAIN_SPECS}
     if not DEVICE_NAME.fullmatch(general.get("device", "auto")):
         raise OptionError("device", general["device"], "auto, cpu, cuda or cuda:N")
@@ -327,9 +328,6 @@ def from_saved(data: dict[str, Any], source: str) -> TrainConfig:
         if "budget" in own:
             data["budget"] = size
     try:
-        for name in SHAPES:  # the model is built from them before its weights are read
-            if name in data:
-                TRAIN_SPECS[name].check(data[name])
         return from_values(data, ranges=False)
     except (OptionError, UserError) as err:
         raise UserError(f"{source}: {option_line(err) if isinstance(err, OptionError) else err}") from None
