@@ -433,6 +433,15 @@ def write_report() -> None:
                    f"{100 * (r['accuracy'] - r['reference_accuracy']):+.1f}" if r["reference_accuracy"] is not None
                    else "-", pct(r["selection_rate"]), f"{r['token_f1_micro']:.3f} / {r['token_f1_macro']:.3f}",
                    f"{r['iou_f1_micro']:.3f} / {r['iou_f1_macro']:.3f}", r["seed"], f"{r['train_seconds']:.0f}"]))
+    out.append(timing_section(
+        prose, rows, "movies_saliency",
+        ["support", "predictor (chosen on validation)", "budget, window", "validation accuracy", "accuracy",
+         "reference", "difference", "selected %", "token F1 micro / macro", "IOU F1 micro / macro"],
+        lambda r: [r["extractor"], r["predictor"], f"{r['budget']:g}, {r['window']}"
+                   + (", sentences" if r["sentences"] else ""), pct(r["valid_accuracy"]), pct(r["accuracy"]),
+                   pct(r["reference_accuracy"]), f"{100 * r['difference']:+.1f}", pct(r["selection_rate"]),
+                   f"{r['token_f1_micro']:.3f} / {r['token_f1_macro']:.3f}",
+                   f"{r['iou_f1_micro']:.3f} / {r['iou_f1_macro']:.3f}"]))
     # each section ends in a blank line; the file in one newline
     REPORT.write_text("".join(out).rstrip("\n") + "\n")
 

@@ -53,6 +53,22 @@ def test_the_setting_best_on_validation_is_chosen_and_bigrams_win_where_only_the
     assert max(words_only) < reference.valid["value"]
 
 
+def test_token_contributions_sum_to_the_decision_value_and_find_the_bigram():
+    """The shares of a document's tokens add up to its decision value less the bias (features
+    times weights, unigrams and bigrams, repeated n-grams too); 'not good' and 'very good' carry
+    the largest shares, the class-telling bigram's words above the filler."""
+    train, valid = reviews(200, 0), reviews(100, 1)
+    reference = fit_reference(train, valid, Classification(["neg", "pos"]))
+    for record in reviews(20, 3) + [Record("r", ["not", "good", "not", "good", "Good", "film"], "neg")]:
+        shares = reference.token_contributions(record)
+        decision = float((reference.features([record]) @ reference.weights[0]).item())
+        assert len(shares) == len(record.tokens) and shares.sum() == pytest.approx(decision, rel=1e-4, abs=1e-5)
+    record = reviews(1, 4)[0]
+    at = [i for i in range(len(record.tokens) - 1) if record.tokens[i + 1] == "good"][0]
+    top = set(np.argsort(-np.abs(reference.token_contributions(record)))[:2].tolist())
+    assert top == {at, at + 1}, (record.tokens, top)
+
+
 def test_saved_reference_is_json_and_safetensors_and_predicts_the_same(tmp_path):
     train, valid, test = reviews(120, 0), reviews(60, 1), reviews(60, 2)
     reference = fit_reference(train, valid, Classification(["neg", "pos"]))

@@ -14,6 +14,7 @@ tried) and ``reference.safetensors`` (the inverse document frequencies, weights 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Sequence
 
 import numpy as np
@@ -78,6 +79,35 @@ class Reference:
                                      sublinear_tf=self.sublinear, dtype=np.float32)
         vectorizer.idf_ = self.idf
         return vectorizer.transform(records)
+
+    @cached_property
+    def term_index(self) -> dict[str, int]:
+        """Each vocabulary term's feature column."""
+        return {term: i for i, term in enumerate(self.vocabulary)}
+
+    def token_contributions(self, record: Record, row: int = 0) -> np.ndarray:
+        """Each document token's share of the decision value of weight row ``row`` (its score's
+        part from the token): an n-gram's TF-IDF feature (as :meth:`features` computes it) times
+        its weight is split evenly over its occurrences and, within one, over its words, so the
+        shares sum to the decision value less the bias. The saliency of a full-text model
+        (FRESH: Jain et al., 2020, section 3)."""
+        words = [word.lower() for word in model_tokens(record)]
+        found: dict[int, list[tuple[int, int]]] = {}  # feature -> (start, length) of each occurrence
+        for n in range(1, self.longest + 1):
+            for start in range(len(words) - n + 1):
+                feature = self.term_index.get(" ".join(words[start:start + n]))
+                if feature is not None:
+                    found.setdefault(feature, []).append((start, n))
+        shares = np.zeros(len(words))
+        if found:
+            features = np.fromiter(found, dtype=np.int64)
+            counts = np.array([len(found[f]) for f in features], dtype=np.float64)
+            values = (1 + np.log(counts) if self.sublinear else counts) * self.idf[features]
+            values *= self.weights[row][features] / np.linalg.norm(values)
+            for feature, value, count in zip(features.tolist(), values.tolist(), counts.tolist()):
+                for start, n in found[feature]:
+                    shares[start:start + n] += value / (count * n)
+        return shares[:len(record.tokens)]
 
     def predict(self, records: Sequence[Record]) -> list:
         """Each record's class name or score in [0, 1]."""
