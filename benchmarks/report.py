@@ -434,16 +434,26 @@ def write_report() -> None:
                    else "-", pct(r["selection_rate"]), f"{r['token_f1_micro']:.3f} / {r['token_f1_macro']:.3f}",
                    f"{r['iou_f1_micro']:.3f} / {r['iou_f1_macro']:.3f}", r["seed"], f"{r['train_seconds']:.0f}"]))
     out.append(timing_section(
-        prose, rows, "movies_saliency",
-        ["support", "predictor (chosen on validation)", "budget, window", "validation accuracy", "accuracy",
-         "reference", "difference", "selected %", "token F1 micro / macro", "IOU F1 micro / macro"],
-        lambda r: [r["extractor"], r["predictor"], f"{r['budget']:g}, {r['window']}"
-                   + (", sentences" if r["sentences"] else ""), pct(r["valid_accuracy"]), pct(r["accuracy"]),
-                   pct(r["reference_accuracy"]), f"{100 * r['difference']:+.1f}", pct(r["selection_rate"]),
+        prose, rows, "reference_saliency",
+        ["dataset", "predictor (chosen on validation)", "budget, window", "validation (accuracy % or MSE)", "test",
+         "full-text reference",
+         "difference", "selected %", "precision %", "token F1 micro / macro", "IOU F1 micro / macro"],
+        lambda r: [r["dataset"], r["predictor"], f"{r['budget']:g}, {r['window']}"
+                   + (", sentences" if r["sentences"] else ""), metric_value(r, r[f"valid_{r['metric']}"]),
+                   metric_value(r, r[r["metric"]]), metric_value(r, r[f"reference_{r['metric']}"]),
+                   metric_value(r, r["difference"], signed=True), pct(r["selection_rate"]),
+                   pct(r["precision"]) if "precision" in r else "-",
                    f"{r['token_f1_micro']:.3f} / {r['token_f1_macro']:.3f}",
                    f"{r['iou_f1_micro']:.3f} / {r['iou_f1_macro']:.3f}"]))
     # each section ends in a blank line; the file in one newline
     REPORT.write_text("".join(out).rstrip("\n") + "\n")
+
+
+def metric_value(row: dict, value: float, signed: bool = False) -> str:
+    """A value of the row's task metric: accuracy in points, MSE as it is."""
+    if row["metric"] == "mse":
+        return f"{value:+.4f}" if signed else f"{value:.4f}"
+    return f"{100 * value:+.1f}" if signed else pct(value)
 
 
 def fresh_choice(row: dict) -> str:

@@ -69,6 +69,8 @@ class RationaleModel(nn.Module):
             self.embed.weight.requires_grad_(not freeze_embeddings)
         self.selector_encoder = parts.selector_encoder
         states = self.selector_encoder.output_size if self.selector_encoder is not None else 0
+        if kind.reads_ids:
+            states = vocab_size
         own = {"options": extractor_options} if isinstance(extractor_options, Options) else (extractor_options or {})
         if isinstance(extractor, Selector):
             self.selector = extractor
@@ -110,7 +112,9 @@ class RationaleModel(nn.Module):
 
     def states(self, emb: Tensor | None, mask: Tensor, ids: Tensor | None = None) -> Tensor | None:
         """The selector encoder's states; ``ids`` (needed by a transformer) let a static encoder
-        start from the words' products at inference."""
+        start from the words' products at inference; the ids themselves for a selector that reads them."""
+        if self.selector.reads_ids:
+            return ids
         if self.selector_encoder is None:
             return None
         if self.selector_encoder.reads_ids:

@@ -63,7 +63,8 @@ class Selector(nn.Module):
     :func:`~rationale_cli.models.selectors.build_selector` passes them), or as keywords, checked
     here, and keeps them as ``self.options``.
     ``needs_states``: whether the model must run a selector encoder for it
-    (``full`` does not). ``summary``: one line for whatever lists the extractors, naming
+    (``full`` does not); ``reads_ids``: whether it reads the word ids in place of states
+    (``saliency``: it is built with the vocabulary's size). ``summary``: one line for whatever lists the extractors, naming
     options as placeholders (``{budget}``, :func:`rationale_cli.models.options.spelled`);
     ``default_encoder``: the architecture its runs get without ``--encoder``, the one measured best
     with its other defaults on the demo corpus (``benchmarks/demo_extractors.py --defaults``). ``decode_settings``: the
@@ -76,6 +77,7 @@ class Selector(nn.Module):
 
     Options: type[Options] = NoOptions
     needs_states: bool = True
+    reads_ids: bool = False
     summary: str = ""
     default_encoder: str = "rcnn"
     decode_settings: tuple[str, ...] = ()

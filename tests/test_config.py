@@ -134,6 +134,8 @@ def test_every_declared_option_reaches_the_selector(extractor):
             values["baseline"] = "ema"
         if name == "lam":
             values["attention"] = "fusedmax"
+        if extractor == "saliency":
+            values["support"] = "reference"
         config = resolve(None, values)
         model = build_model(config, 20, Regression())
         assert getattr(model.selector.options, name) == values[name], (extractor, name)

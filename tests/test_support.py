@@ -83,3 +83,73 @@ def test_a_support_without_a_budget_or_not_a_run_is_one_error_line(tmp_path):
     assert not (tmp_path / "second").exists()
     missing = invoke("train", "--data", "demo", "--out", tmp_path / "third", "--support", tmp_path / "nothing")
     assert missing.exit_code == 2 and "not a run directory" in missing.output
+
+
+def test_the_saliency_selector_keeps_the_budget_s_best_tokens_by_its_table_and_window():
+    """Each token scores its word's saliency (window 1), or the mean over a window of 3 with
+    padding counted as 0; a document keeps round(budget x length) tokens of highest score,
+    never padding; the scores shown are over the document's highest."""
+    from rationale_cli.models.selectors.saliency import SaliencySelector
+
+    selector = SaliencySelector(6, budget=0.5)
+    selector.table.copy_(torch.tensor([0.0, 0.0, 1.0, 5.0, 2.0, 3.0]))
+    ids = torch.tensor([[2, 3, 4, 5, 0, 0], [5, 2, 2, 3, 4, 2]])
+    mask = (ids > 0).float()
+    z, scores = selector.decode_with_scores(ids, mask)
+    assert z.tolist() == [[0, 1, 0, 1, 0, 0], [1, 0, 0, 1, 1, 0]]
+    assert scores.amax(-1).tolist() == [1.0, 1.0] and float(scores[0, 1]) == 1.0
+    windowed = SaliencySelector(6, budget=1, window=3)
+    windowed.table.copy_(selector.table)
+    assert torch.allclose(windowed.scores(ids, mask)[0], torch.tensor([6, 8, 10, 5, 0, 0]) / 3)
+    assert windowed.decode(ids, mask)[0].tolist() == [0, 0, 1, 0, 0, 0]
+
+
+def test_word_saliency_is_the_unigram_weight_times_idf():
+    """A word's saliency is |w| idf of its unigram feature (any case), 0 without one."""
+    from rationale_cli.runs.reference import fit_reference
+    from rationale_cli.runs.task import Regression
+
+    train, valid = sources.load("demo", "train")[:300], sources.load("demo", "valid")[:60]
+    reference = fit_reference(train, valid, Regression())
+    word = next(w for w in reference.vocabulary if " " not in w)
+    i = reference.vocabulary.index(word)
+    expected = abs(float(reference.weights[0, i])) * float(reference.idf[i])
+    assert reference.word_saliency([word, word.upper(), "never-a-word"]).tolist() == \
+        pytest.approx([expected, expected, 0.0])
+
+
+def test_support_reference_selects_by_the_run_s_own_reference_and_stays_fixed(tmp_path):
+    """``--support reference``: the extractor is ``saliency``, its table the saved reference's
+    word saliency (unchanged by training), the rationale in tokens at the budget; the config keeps
+    the word 'reference', not a path; the run predicts and evaluates like any other."""
+    from rationale_cli.runs.run_directory import load_reference
+
+    trained(tmp_path / "run", support="reference", predictor_encoder="bow", budget=0.25, lr=0.01)
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["extractor"] == "saliency" and config["support"] == "reference"
+    run = rationale.load(tmp_path / "run")
+    table = run.model.selector.table
+    assert torch.equal(table, torch.from_numpy(load_reference(tmp_path / "run").word_saliency(run.vocab.itos)))
+    assert not any(p.requires_grad for p in run.model.selector.parameters())
+    records = sources.load("demo", "test")[:20]
+    for record, out in zip(records, run.predict(records)):
+        ids = torch.tensor(run.vocab.encode(record.tokens))
+        kept = max(1, int(len(record.tokens) * 0.25 + 0.5))
+        assert sum(out.selected) == kept
+        chosen = table[ids][torch.tensor(out.selected, dtype=torch.bool)]
+        assert float(chosen.min()) >= float(table[ids][~torch.tensor(out.selected, dtype=torch.bool)].max()) or \
+            float(chosen.min()) == 0.0
+    result = invoke("evaluate", tmp_path / "run", "demo", "--no-faithfulness", "--json", tmp_path / "m.json")
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "m.json").read_text())["selection_rate"] == pytest.approx(0.25, abs=0.01)
+
+
+@pytest.mark.parametrize("options, line", [
+    (["--extractor", "saliency"], "--extractor saliency is fixed, never trained"),
+    (["--support", "reference", "--extractor", "hardkuma"], "leave out --extractor hardkuma"),
+    (["--support", "reference", "--no-reference"], "leave out --no-reference"),
+])
+def test_the_saliency_extractor_goes_with_support_reference_only(tmp_path, options, line):
+    result = invoke("train", "--data", "demo", "--out", tmp_path / "run", *options)
+    assert result.exit_code != 0 and line in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "run" / "config.json").exists()

@@ -4,7 +4,8 @@ The extractors are grouped by family, one sub-package each (its docstring names 
 :mod:`.binary` (a binary variable per token: HardKuma, Bernoulli), :mod:`.subsets` (exactly k
 tokens: SIMPLE, top-k, correlated top-k), :mod:`.marginalization` (sparse marginalization
 over masks: SparseMAP, top-k sparsemax), :mod:`.attention` (attention, sparse attention);
-the full-text baseline (:mod:`.full`) belongs to none. Adding an extractor is one module in
+the full-text baseline (:mod:`.full`) and a full-text model's saliency, fixed (:mod:`.saliency`,
+``train --support reference``), belong to none. Adding an extractor is one module in
 its family's folder (a :class:`~rationale_cli.models.selection.Selector` with its ``Options``,
 ``summary`` and ``default_encoder``) and one line here. Each takes the selector encoder's
 output size first and its declared options, whole (``options=``, checked once where they were
@@ -22,6 +23,7 @@ from rationale_cli.models.selectors.binary.hardkuma import HardKumaSelector
 from rationale_cli.models.selectors.full import FullSelector
 from rationale_cli.models.selectors.marginalization.sparsemap import SparseMAPSelector
 from rationale_cli.models.selectors.marginalization.topk_sparsemax import TopKSparsemaxSelector
+from rationale_cli.models.selectors.saliency import SaliencySelector
 from rationale_cli.models.selectors.subsets.simple import SimpleSelector
 from rationale_cli.models.selectors.subsets.topk import CorrelatedTopKSelector, TopKSelector
 
@@ -36,6 +38,7 @@ SELECTORS: dict[str, type[Selector]] = {
     "sparse-attention": SparseAttentionSelector,
     "sparsemap": SparseMAPSelector,
     "topk-sparsemax": TopKSparsemaxSelector,
+    "saliency": SaliencySelector,
 }
 
 

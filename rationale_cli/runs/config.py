@@ -28,6 +28,7 @@ from rationale_cli.models.search import OneOf, Searched
 from rationale_cli.models.selectors import SELECTORS, all_option_specs, selector_class
 from rationale_cli.runs.flags import flag_of, option_line
 from rationale_cli.runs.keep import Keep
+from rationale_cli.runs.reference import REFERENCE_SUPPORT
 from rationale_cli.runtime.devices import DEVICE_NAME
 from rationale_cli.runtime.errors import UserError
 
@@ -81,10 +82,14 @@ class TrainConfig:
                                  "rationale at its budget, fixed, and a new predictor ({predictor_encoder} or "
                                  "{encoder}) learns from the rationales alone (Jain et al. 2020, FRESH). The "
                                  "selector side (extractor, its options, selector encoder, vocabulary, word "
-                                 "vectors, hidden size) is the run's, copied into this one.", default_text="none")
-    support_sentences: bool = option(True, "With {support}: decode the rationales in whole sentences (each "
-                                     "document keeps the support's count of tokens, in the sentences that score "
-                                     "highest).")
+                                 "vectors, hidden size) is the run's, copied into this one. The word 'reference' "
+                                 "(./reference for a path of that name): the run's own full-text reference selects "
+                                 "by its words' weights (the saliency extractor, {budget} and --window).",
+                                 default_text="none")
+    support_sentences: bool | None = option(None, "With {support}: decode the rationales in whole sentences (each "
+                                            "document keeps the support's count of tokens, in the sentences that "
+                                            "score highest).",
+                                            default_text="sentences for a run, tokens for the reference")
     embeddings: str | None = option(None, "Pretrained word vectors, GloVe or word2vec text (.gz too).")
     embedding_dim: int = option(200, "Embedding size without --embeddings.", low=1, high=1 << 16)
     fix_embeddings: bool | None = option(None, "Keep the embeddings fixed.",
@@ -168,11 +173,13 @@ class TrainConfig:
         at its budget, in sentences if asked; None for a run without support."""
         if not self.support:
             return None
-        budget = self.options.held_budget()
+        reference = self.support == REFERENCE_SUPPORT
+        budget = self.options.budget if reference else self.options.held_budget()
         if budget is None:
             raise UserError(f"--support {self.support}: its {self.extractor} extractor holds no selection rate "
                             "(--budget) to decode at; give a run of an extractor with a budget")
-        return Decoding(rate=budget, sentences=self.support_sentences)
+        sentences = not reference if self.support_sentences is None else self.support_sentences
+        return Decoding(rate=budget, sentences=sentences)
 
     def keep_rule(self):
         """The rule choosing the kept epoch (:class:`rationale_cli.runs.keep.Keep`)."""
@@ -183,7 +190,7 @@ class TrainConfig:
         config), paths absolute; for a run on several processes, their number and the effective batch."""
         general = {spec.name: getattr(self, spec.name) for spec in TRAIN_SPECS.values()}
         run = {"processes": processes, "effective_batch_size": self.batch_size * processes} if processes > 1 else {}
-        paths = {name: os.path.abspath(general[name]) for name in PATH_OPTIONS if is_path(general[name])}
+        paths = {name: os.path.abspath(general[name]) for name in PATH_OPTIONS if is_path(general[name], name)}
         return {**general, **paths, **self.options.to_dict(), **run}
 
 
@@ -193,19 +200,22 @@ PATH_OPTIONS = ("data", "valid", "embeddings", "support")
 FROM_RUN = "paths_from_run"
 # what a saved config holds beside its options: how the run was trained, where its paths lie from it
 RUN_FACTS = ("processes", "effective_batch_size", FROM_RUN)
+SALIENCY = "saliency"  # the extractor of --support reference, never trained
 SHAPES = ("embedding_dim", "hidden_size")  # options a saved run's range is checked for: they size the model
 
 
-def is_path(value) -> bool:
-    """Whether an option's value names a file or folder (not unset, not the built-in ``demo``)."""
-    return isinstance(value, str) and value != "" and not is_demo(value)
+def is_path(value, name: str) -> bool:
+    """Whether option ``name``'s value names a file or folder (not unset, not the built-in
+    ``demo``, not ``--support reference``)."""
+    return isinstance(value, str) and value != "" and not is_demo(value) and \
+        not (name == "support" and value == REFERENCE_SUPPORT)
 
 
 def paths_from_run(saved: dict[str, Any], run: Path) -> dict[str, str]:
     """The saved paths as seen from the run directory ``run``, to find them again when the run
     and its data are moved together (:func:`located`)."""
     return {name: os.path.relpath(saved[name], os.path.abspath(run))
-            for name in PATH_OPTIONS if is_path(saved.get(name))}
+            for name in PATH_OPTIONS if is_path(saved.get(name), name)}
 
 
 def located(saved: dict[str, Any], run: Path) -> dict[str, Any]:
@@ -217,7 +227,7 @@ def located(saved: dict[str, Any], run: Path) -> dict[str, Any]:
     out = dict(saved)
     for name in PATH_OPTIONS if isinstance(moved, dict) else ():
         there = moved.get(name)
-        if is_path(saved.get(name)) and not Path(saved[name]).exists() and isinstance(there, str) \
+        if is_path(saved.get(name), name) and not Path(saved[name]).exists() and isinstance(there, str) \
                 and (run / there).exists():
             out[name] = os.path.abspath(run / there)
     return out
@@ -235,6 +245,26 @@ def check_known(values: dict[str, Any], source: str) -> None:
         raise UserError(f"{source}unknown option {flag_of(unknown[0])}; known: {known}")
 
 
+def fixed_support_extractor(general: dict[str, Any], given: set[str] | None) -> str:
+    """The extractor of the checked options ``general``: ``saliency`` with ``--support
+    reference`` (which selects by the reference's saliency; another extractor given is refused),
+    which is never trained, so it goes with that support only; else the one given or the default."""
+    extractor = general.get("extractor", TRAIN_SPECS["extractor"].default)
+    if general.get("support") == REFERENCE_SUPPORT:
+        if extractor != SALIENCY and "extractor" in (given or ()):
+            raise UserError(f"--support {REFERENCE_SUPPORT} selects by the full-text reference's saliency; "
+                            f"leave out --extractor {extractor}")
+        if general.get("reference") is False:
+            raise UserError(f"--support {REFERENCE_SUPPORT} selects by the full-text reference; leave out "
+                            "--no-reference")
+        general["extractor"] = SALIENCY
+        return SALIENCY
+    if extractor == SALIENCY:
+        raise UserError(f"--extractor {SALIENCY} is fixed, never trained: it is the selector of "
+                        f"--support {REFERENCE_SUPPORT}")
+    return extractor
+
+
 def from_values(values: dict[str, Any], given: set[str] | None = None, ranges: bool = True) -> TrainConfig:
     """The one path from option values to a configuration: values of the declared type
     and range, extractor options declared by the chosen extractor, and ``given`` (what a
@@ -247,7 +277,9 @@ def from_values(values: dict[str, Any], given: set[str] | None = None, ranges: b
                if name in TRAIN_SPECS}
     if not DEVICE_NAME.fullmatch(general.get("device", "auto")):
         raise OptionError("device", general["device"], "auto, cpu, cuda or cuda:N")
-    extractor = general.get("extractor", TRAIN_SPECS["extractor"].default)
+    extractor = fixed_support_extractor(general, given)
+    if general.get("support") and general.get("support_sentences") is None:  # a run's in sentences, the reference's not
+        general["support_sentences"] = general["support"] != REFERENCE_SUPPORT
     own = {name: value for name, value in values.items() if name not in TRAIN_SPECS}
     try:
         options = selector_class(extractor).Options.create(own, given=set(given or ()) & set(own))

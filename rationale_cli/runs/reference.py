@@ -30,6 +30,7 @@ STRENGTHS = {"logistic": (1.0, 10.0, 100.0, 1000.0),  # C, the inverse of the L2
              "ridge": (0.1, 0.3, 1.0, 3.0)}  # alpha, the L2 penalty
 NAMES = {"logistic": "logistic regression", "ridge": "ridge regression"}
 PARAMETER = {"logistic": "C", "ridge": "alpha"}
+REFERENCE_SUPPORT = "reference"  # train --support reference: the run's own reference selects (not a path)
 
 
 def ngrams(tokens: Sequence[str], longest: int) -> list[str]:
@@ -84,6 +85,15 @@ class Reference:
     def term_index(self) -> dict[str, int]:
         """Each vocabulary term's feature column."""
         return {term: i for i, term in enumerate(self.vocabulary)}
+
+    def word_saliency(self, words: Sequence[str]) -> np.ndarray:
+        """Each word's saliency: the largest absolute weight (over the rows) times the inverse
+        document frequency of its unigram feature, the part of the decision one occurrence
+        gives before the document's normalisation; 0 for a word without a feature. The table of
+        ``train --support reference`` (:mod:`rationale_cli.models.selectors.saliency`)."""
+        per_feature = np.abs(self.weights).max(0) * self.idf
+        return np.array([per_feature[i] if (i := self.term_index.get(w.lower())) is not None else 0.0
+                         for w in words], dtype=np.float32)
 
     def token_contributions(self, record: Record, row: int = 0) -> np.ndarray:
         """Each document token's share of the decision value of weight row ``row`` (its score's

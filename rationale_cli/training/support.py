@@ -8,14 +8,23 @@ vocabulary, hidden size, whether the query is read) is copied into the new run a
 in training as at test time it decodes each document at the support's budget, in whole
 sentences unless ``--no-support-sentences``, and only the predictor learns. The result is a run
 like any other: its own weights hold the copied selector, its config names the support.
+
+``train --support reference``: the run's own full-text reference is the support, its words'
+saliency (:meth:`~rationale_cli.runs.reference.Reference.word_saliency`) the table of the fixed
+``saliency`` selector (:mod:`rationale_cli.models.selectors.saliency`), decoded in tokens unless
+``--support-sentences``: FRESH with a linear full-text model's feature importance.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+import torch
+
+from rationale_cli.data.vocab import Vocab
 from rationale_cli.models.model import RationaleModel
 from rationale_cli.runs.config import TrainConfig
+from rationale_cli.runs.reference import Reference
 from rationale_cli.runs.run_directory import Run, load_run
 from rationale_cli.runtime.errors import UserError
 
@@ -51,3 +60,10 @@ def copy_selector(model: RationaleModel, support: Run) -> None:
     except RuntimeError as err:
         raise UserError(f"--support {support.path}: its selector does not fit this run's "
                         f"({str(err).splitlines()[-1].strip()})") from None
+
+
+def fill_saliency(model: RationaleModel, reference: Reference, vocab: Vocab) -> None:
+    """The saliency of each of ``vocab``'s words under ``reference`` into the model's fixed
+    ``saliency`` selector (``train --support reference``)."""
+    with torch.no_grad():
+        model.selector.table.copy_(torch.from_numpy(reference.word_saliency(vocab.itos)))

@@ -25,7 +25,7 @@ from rationale_cli.models.model import RationaleModel
 from rationale_cli.models.ranks import world_size
 from rationale_cli.runs.config import TrainConfig
 from rationale_cli.runs.pretrained import load_pretrained
-from rationale_cli.runs.reference import Reference, fit_reference
+from rationale_cli.runs.reference import REFERENCE_SUPPORT, Reference, fit_reference
 from rationale_cli.runs.run_directory import (
     COMPLETE,
     REFERENCE,
@@ -50,7 +50,7 @@ from rationale_cli.training.checkpoint import RESUME, data_fingerprint, load_che
 from rationale_cli.training.distributed import local_device, rank
 from rationale_cli.training.endings import chance, ending_warnings
 from rationale_cli.training.loop import Callback, Diverged, FitState, fit
-from rationale_cli.training.support import copy_selector, supported
+from rationale_cli.training.support import copy_selector, fill_saliency, supported
 
 
 def split_validation(records: list[Record], fraction: float) -> tuple[list[Record], list[Record]]:
@@ -103,10 +103,11 @@ def whole_number_classes(records: list[Record]) -> bool:
 
 
 def new_model(config: TrainConfig, train: list[Record], valid: list[Record], console: Console | None,
-              device: torch.device, selector=None) -> tuple[TrainConfig, Vocab, Task, RationaleModel]:
+              device: torch.device, selector=None) -> tuple[TrainConfig, Vocab, Task, RationaleModel, Reference | None]:
     """The task (every label checked), vocabulary and a new model (with ``selector`` as its
     extractor when given); the configuration returned holds the dimension of the
-    ``embeddings`` when they were given."""
+    ``embeddings`` when they were given. With ``--support reference``, also the full-text
+    reference fitted here, whose saliency the model's fixed selector holds."""
     task = infer_task([r.label for r in train], config.task)
     task.targets(train)
     task.targets(valid)
@@ -114,8 +115,10 @@ def new_model(config: TrainConfig, train: list[Record], valid: list[Record], con
         console.print(f"note: the labels are whole numbers, read as {task.outputs} classes "
                       f"({', '.join(task.labels)}); for a regression, give them as 'score' values in [0, 1] "
                       "(star ratings rescaled, e.g. (stars - 1) / 4)", highlight=False)
-    support = None
-    if config.support:  # two-stage: the support run's vocabulary and selector side
+    support = reference = None
+    if config.support == REFERENCE_SUPPORT:  # two-stage: the reference selects
+        reference = run_reference(config, train, valid, task, None, console, False)
+    if config.support and reference is None:  # two-stage: the support run's vocabulary and selector side
         config, support = supported(config)
         vocab = support.vocab
     else:
@@ -132,17 +135,23 @@ def new_model(config: TrainConfig, train: list[Record], valid: list[Record], con
         model = build_model(config, len(vocab), task, vectors, selector, pretrained).to(device)
     except ValueError as err:
         raise UserError(f"--extractor {config.extractor} --encoder {config.encoder}: {err}") from None
+    decoding = config.support_decoding()
     if support is not None:
         copy_selector(model, support)
         if console is not None:
             console.print(f"support: the selector of {support.path} ({config.extractor}, {config.selector_encoder} "
-                          f"encoder), fixed, decoding at {config.options.held_budget()}"
-                          f"{' in sentences' if config.support_sentences else ''}", highlight=False)
+                          f"encoder), fixed, decoding at {decoding.rate}{' in sentences' if decoding.sentences else ''}",
+                          highlight=False)
+    if reference is not None:
+        fill_saliency(model, reference, vocab)
+        if console is not None:
+            console.print(f"support: the full-text reference's saliency, fixed, decoding at {decoding.rate}"
+                          f"{' in sentences' if decoding.sentences else ''}", highlight=False)
     try:
         model.freeze_transformers(config.freeze_layers)
     except ValueError as err:
         raise UserError(f"--freeze-layers {config.freeze_layers}: {err}") from None
-    return config, vocab, task, model
+    return config, vocab, task, model, reference
 
 
 def parameter_groups(model: RationaleModel, config: TrainConfig) -> list[dict]:
@@ -171,15 +180,17 @@ def start_run_directory(out: Path, config: TrainConfig, vocab: Vocab, task: Task
 
 
 def run_reference(config: TrainConfig, train: list[Record], valid: list[Record], task: Task, out: Path | None,
-                  console: Console | None, resume: bool) -> Reference | None:
+                  console: Console | None, resume: bool, fitted: Reference | None = None) -> Reference | None:
     """The full-text reference of the run (:mod:`rationale_cli.runs.reference`): fitted on
-    its training documents and saved in ``out``, or the one saved there when it resumes; None
-    with ``--no-reference``."""
+    its training documents (or ``fitted`` already, not reported again) and saved in ``out``, or
+    the one saved there when it resumes; None with ``--no-reference``."""
     if not config.reference:
         return None
     if resume and out is not None and (out / REFERENCE[0]).is_file():
         return load_reference(out)
-    reference = fit_reference(train, valid, task)
+    if fitted is not None:
+        console = None
+    reference = fitted or fit_reference(train, valid, task)
     if out is not None:
         with writing():
             save_reference(out, reference)
@@ -233,9 +244,10 @@ def train_run(
     writer = rank() == 0  # rank 0 writes the run directory and reports
     if resume:
         loaded = load_run(out, device, config=config, complete=False)  # its options as resume_config read them
-        vocab, task, model = loaded.vocab, loaded.task, loaded.model
+        vocab, task, model, fitted = loaded.vocab, loaded.task, loaded.model, None
     else:
-        config, vocab, task, model = new_model(config, train, valid, console if writer else None, device, selector)
+        config, vocab, task, model, fitted = new_model(config, train, valid, console if writer else None, device,
+                                                       selector)
     if out is not None and writer and not resume:
         start_run_directory(out, config, vocab, task)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -261,7 +273,7 @@ def train_run(
                       f"{sum(p.numel() for p in params):,} trainable parameters, device {device}{processes}",
                       highlight=False)
         hooks.append(ConsoleReport(console, verbose))
-    reference = run_reference(config, train, valid, task, out, console, resume) if writer else None
+    reference = run_reference(config, train, valid, task, out, console, resume, fitted) if writer else None
     if writer and config.time_limit > 0:
         hooks.append(TimeLimit(config.time_limit))
     try:

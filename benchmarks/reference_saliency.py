@@ -1,5 +1,5 @@
-"""FRESH with the full-text reference as its support, on ERASER movies: a linear predictor that
-reads only the tokens the reference's saliency ranks first (Jain et al., 2020, section 3: a
+"""FRESH with the full-text reference as its support, on ERASER movies and the beer aspects: a
+linear predictor that reads only the tokens the reference's saliency ranks first (Jain et al., 2020, section 3: a
 support model's feature importance selects, a new classifier learns from the selection alone).
 
 The support is the run's full-text reference (:mod:`rationale_cli.runs.reference`, fitted on the
@@ -9,11 +9,14 @@ averaged over a window of ``w`` tokens (``w = 1``: the tokens alone; wider windo
 and a document keeps its top ``budget`` share of tokens (or, with ``--sentences``, its sentences
 of highest mean saliency up to that share). The predictor is a new reference fitted on the
 kept tokens of the training documents alone (its n-grams, penalty chosen on the validation
-documents' kept tokens). Every setting of the grid is scored on validation; the best (accuracy,
+documents' kept tokens). Every setting of the grid is scored on validation; the best (the task metric,
 then the narrower budget) is scored once on test, beside the full-text reference in the same run,
-with ERASER's IOU and token F1 against the test split's gold evidence.
+with ERASER's IOU and token F1 and the token precision against the test split's gold rationales.
+The splits are ``reference.py``'s (beer: 9,000 / 1,000 of the aspect's heldout reviews, tested on
+the 994 annotated ones).
 
-    python benchmarks/movies_saliency.py --data-dir ../shared/data
+    python benchmarks/reference_saliency.py --data-dir ../shared/data --sentences
+    python benchmarks/reference_saliency.py --data-dir ../shared/data --datasets beer0 --budgets 0.1 0.13 0.2
 """
 
 from __future__ import annotations
@@ -26,11 +29,11 @@ from pathlib import Path
 
 import numpy as np
 from common import append_result, git_commit, invocation
+from reference import splits
 
-from rationale_cli.data import sources
 from rationale_cli.data.records import Record, Span
 from rationale_cli.metrics.eraser_scores import ScoredDocument, iou_scores, token_prf
-from rationale_cli.runs.reference import Reference, fit_reference
+from rationale_cli.runs.reference import Reference, better, fit_reference, main_metric
 from rationale_cli.runs.task import infer_task
 
 
@@ -76,58 +79,69 @@ def agreement(records: list[Record], kept: list[list[int]]) -> dict:
     iou, tokens = iou_scores(docs)[0], token_prf(docs)
     return {"iou_f1_macro": iou["macro"]["f1"], "iou_f1_micro": iou["micro"]["f1"],
             "token_f1_macro": tokens["instance_macro"]["f1"], "token_f1_micro": tokens["instance_micro"]["f1"],
+            "precision": tokens["instance_micro"]["p"],
             "selection_rate": sum(map(len, kept)) / sum(len(r.tokens) for r in records)}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", default="../shared/data")
+    parser.add_argument("--datasets", nargs="+", default=["movies"], help="movies, beer0, beer1, beer2")
     parser.add_argument("--budgets", nargs="+", type=float, default=[0.2, 0.3])
     parser.add_argument("--windows", nargs="+", type=int, default=[1, 3, 5, 9])
     parser.add_argument("--sentences", action="store_true", help="also try whole sentences at each budget")
     args = parser.parse_args()
-    data = str(Path(args.data_dir) / "eraser_movies")
-    train, valid, test = (sources.load(data, split) for split in ("train", "valid", "test"))
+    for name in args.datasets:
+        measure(name, *splits(name, Path(args.data_dir)), args)
+
+
+def measure(name: str, train: list[Record], valid: list[Record], test: list[Record], args: argparse.Namespace) -> None:
+    """The grid on validation, the chosen setting once on test, one results row."""
     task = infer_task([r.label for r in train])
+    metric = main_metric(task)
     started = time.perf_counter()
     reference = fit_reference(train, valid, task)
     full_test = reference.score(test, task)
-    print(f"full-text reference: {reference.setting}; validation {reference.valid['value']:.4f}, "
+    print(f"{name}: full-text reference: {reference.setting}; validation {metric} {reference.valid['value']:.4f}, "
           f"test {full_test:.4f}", flush=True)
+
+    def fitted(budget: float, window: int, sentences: bool, *splits: list[Record]):
+        kept = [[kept_tokens(reference, r, budget, window, sentences) for r in split] for split in splits]
+        predictor = fit_reference([rationale_only(r, k) for r, k in zip(splits[0], kept[0])],
+                                  [rationale_only(r, k) for r, k in zip(splits[1], kept[1])], task)
+        return predictor, kept
+
     grid = [(b, w, False) for b, w in itertools.product(args.budgets, args.windows)]
     grid += [(b, 1, True) for b in args.budgets] if args.sentences else []
     tried = []
     for budget, window, sentences in grid:
-        kept_train = [kept_tokens(reference, r, budget, window, sentences) for r in train]
-        kept_valid = [kept_tokens(reference, r, budget, window, sentences) for r in valid]
-        predictor = fit_reference([rationale_only(r, k) for r, k in zip(train, kept_train)],
-                                  [rationale_only(r, k) for r, k in zip(valid, kept_valid)], task)
-        row = {"budget": budget, "window": window, "sentences": sentences, "accuracy": predictor.valid["value"],
+        predictor, (_, kept_valid) = fitted(budget, window, sentences, train, valid)
+        row = {"budget": budget, "window": window, "sentences": sentences, metric: predictor.valid["value"],
                "predictor": predictor.setting, **agreement(valid, kept_valid)}
         tried.append(row)
-        print(f"budget {budget:g}, window {window}{', sentences' if sentences else ''}: validation accuracy "
-              f"{row['accuracy']:.3f} ({predictor.setting}), IOU F1 {row['iou_f1_macro']:.3f}, "
+        print(f"budget {budget:g}, window {window}{', sentences' if sentences else ''}: validation {metric} "
+              f"{row[metric]:.4f} ({predictor.setting}), IOU F1 {row['iou_f1_macro']:.3f}, "
               f"token F1 {row['token_f1_macro']:.3f}", flush=True)
-    best = max(tried, key=lambda row: (row["accuracy"], -row["budget"]))
+    best = tried[0]
+    for row in tried[1:]:
+        if better(metric, row[metric], best[metric]) or (row[metric] == best[metric] and row["budget"] < best["budget"]):
+            best = row
     budget, window, sentences = best["budget"], best["window"], best["sentences"]
-    kept_train = [kept_tokens(reference, r, budget, window, sentences) for r in train]
-    kept_valid = [kept_tokens(reference, r, budget, window, sentences) for r in valid]
-    kept_test = [kept_tokens(reference, r, budget, window, sentences) for r in test]
-    predictor = fit_reference([rationale_only(r, k) for r, k in zip(train, kept_train)],
-                              [rationale_only(r, k) for r, k in zip(valid, kept_valid)], task)
-    accuracy = predictor.score([rationale_only(r, k) for r, k in zip(test, kept_test)], task)
-    row = {"benchmark": "movies_saliency", "dataset": "movies", "chosen_on": "validation",
+    predictor, (_, _, kept_test) = fitted(budget, window, sentences, train, valid, test)
+    value = predictor.score([rationale_only(r, k) for r, k in zip(test, kept_test)], task)
+    row = {"benchmark": "reference_saliency", "dataset": name, "chosen_on": "validation",
            "extractor": "reference saliency", "encoder": "linear (TF-IDF)", "predictor_encoder": "linear (TF-IDF)",
            "budget": budget, "window": window, "sentences": sentences, "predictor": predictor.setting,
-           "accuracy": accuracy, "valid_accuracy": best["accuracy"], **agreement(test, kept_test),
-           "reference_accuracy": full_test, "reference_setting": reference.setting,
-           "difference": accuracy - full_test, "tried": tried, "seconds": round(time.perf_counter() - started),
+           "metric": metric, metric: value, f"valid_{metric}": best[metric], **agreement(test, kept_test),
+           f"reference_{metric}": full_test, "reference_setting": reference.setting,
+           "difference": value - full_test, "tried": tried, "seconds": round(time.perf_counter() - started),
+           "documents": {"train": len(train), "valid": len(valid), "test": len(test)},
            "command": invocation(), "commit": git_commit()}
     append_result(row)
-    print(f"chosen on validation: budget {budget:g}, window {window}{', sentences' if sentences else ''}; test "
-          f"accuracy {accuracy:.4f} (full-text reference {full_test:.4f}, {accuracy - full_test:+.4f}), "
-          f"IOU F1 {row['iou_f1_macro']:.3f}, token F1 {row['token_f1_macro']:.3f}, "
-          f"selected {row['selection_rate']:.1%}", flush=True)
+    print(f"{name}, chosen on validation: budget {budget:g}, window {window}{', sentences' if sentences else ''}; "
+          f"test {metric} {value:.4f} (full-text reference {full_test:.4f}, {value - full_test:+.4f}), "
+          f"IOU F1 {row['iou_f1_macro']:.3f}, token F1 {row['token_f1_macro']:.3f}, precision "
+          f"{row['precision']:.3f}, selected {row['selection_rate']:.1%}", flush=True)
 
 
 if __name__ == "__main__":
