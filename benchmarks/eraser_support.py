@@ -8,9 +8,12 @@ rationales of the train split, decoded at the support's budget in whole sentence
 chosen run evaluated once on the test split: its accuracy (from the rationale alone), ERASER's
 token and IOU F1 of its rationales, and the run's full-text reference on the same documents.
 One row per predictor (``benchmark: eraser_support``) in results.jsonl; RESULTS.md is
-regenerated.
+regenerated. ``--support reference``: each run's own full-text reference selects (the
+``saliency`` extractor; its best tokens, or with ``--tokens`` also whole sentences; its budget and
+window among the options after ``--``).
 
     python benchmarks/eraser_support.py --support RUN --predictors bow cnn --runs /tmp/support -- --epochs 20
+    python benchmarks/eraser_support.py --support reference --predictors bow -- --budget 0.3 --epochs 30
 """
 
 from __future__ import annotations
@@ -25,10 +28,11 @@ from report import write_report
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--support", type=Path, required=True, help="a trained run on ERASER movies")
+    parser.add_argument("--support", required=True, help="a trained run on ERASER movies, or 'reference'")
     parser.add_argument("--data-dir", default="../shared/data", help="folder holding eraser_movies/")
     parser.add_argument("--predictors", nargs="+", default=["bow", "cnn"], help="the new runs' predictor encoders")
-    parser.add_argument("--tokens", action="store_true", help="also try the best tokens, not whole sentences")
+    parser.add_argument("--tokens", action="store_true",
+                        help="also try the other decoding: a run's best tokens, the reference's sentences")
     parser.add_argument("--lrs", nargs="+", default=["0.001"], help="learning rates to try (each with each decoding)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--runs", default=None, help="keep the new runs here (default: a temporary folder)")
@@ -37,13 +41,21 @@ def main() -> None:
     extra = [a for a in args.train_args if a != "--"]
     data, _ = movies_inputs(args.data_dir)
     runs = runs_folder(args.runs, "eraser-support-")
-    support = json.loads((args.support / "config.json").read_text())
+    reference = args.support == "reference"
+    if reference:
+        given = dict(zip(extra, extra[1:]))
+        support = {"extractor": "saliency", "encoder": "reference (TF-IDF linear)",
+                   "budget": float(given.get("--budget", 0.3)), "window": int(given.get("--window", 1))}
+        usual, other = ("tokens", ["--no-support-sentences"]), ("sentences", ["--support-sentences"])
+    else:
+        support = json.loads((Path(args.support) / "config.json").read_text())
+        usual, other = ("sentences", ["--support-sentences"]), ("tokens", ["--no-support-sentences"])
+    decodings = dict([usual, other] if args.tokens else [usual])
     for predictor in args.predictors:
         tried = {}
-        for decoding, lr in ((d, lr) for d in (("sentences", "tokens") if args.tokens else ("sentences",))
-                             for lr in args.lrs):
+        for decoding, lr in ((d, lr) for d in decodings for lr in args.lrs):
             out = runs / f"{predictor}-{decoding}-lr{lr}"
-            flags = [] if decoding == "sentences" else ["--no-support-sentences"]
+            flags = decodings[decoding]
             command, seconds = rationale("train", "--data", str(data), "--support", str(args.support),
                                          "--predictor-encoder", predictor, *flags, "--lr", lr, "--seed",
                                          str(args.seed), "--out", str(out), "--force", *extra)
@@ -61,6 +73,7 @@ def main() -> None:
             "benchmark": "eraser_support", "dataset": "movies", "support": str(args.support),
             "extractor": support["extractor"], "encoder": support.get("selector_encoder") or support["encoder"],
             "predictor_encoder": predictor, "budget": support.get("budget"), "decoding": chosen["decoding"],
+            **({"window": support["window"]} if reference else {}),
             "lr": chosen["lr"],
             "chosen_on": "validation", "validation_loss": {name: row["validation_loss"] for name, row in tried.items()},
             "accuracy": test["accuracy"], "reference_accuracy": reference.get("value"),

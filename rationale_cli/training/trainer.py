@@ -268,6 +268,8 @@ def train_run(
         extractor = config.extractor if selector is None else getattr(selector, "__name__", type(selector).__name__)
         sides = (config.selector_encoder or config.encoder, config.predictor_encoder or config.encoder)
         encoders = f"{sides[0]} encoder" if sides[0] == sides[1] else f"{sides[0]} selector, {sides[1]} predictor"
+        if config.support == REFERENCE_SUPPORT:
+            encoders = f"{sides[1]} predictor"
         console.print(f"training {extractor} extractor, {encoders}, {task.name}: "
                       f"{len(train):,} train / {len(valid):,} valid documents, vocabulary {len(vocab):,}, "
                       f"{sum(p.numel() for p in params):,} trainable parameters, device {device}{processes}",
