@@ -74,13 +74,22 @@ def rationale_only(record: Record, positions: list[int]) -> Record:
 
 
 def agreement(records: list[Record], kept: list[list[int]]) -> dict:
-    """ERASER's IOU F1 (threshold 0.5) and token F1, macro and micro, against the gold evidence."""
+    """ERASER's IOU F1 (threshold 0.5) and token F1, macro and micro, against the gold evidence
+    (None where the documents have none), and the share of tokens kept."""
+    share = sum(map(len, kept)) / sum(len(r.tokens) for r in records)
+    if all(r.gold_spans() is None for r in records):
+        return {name: None for name in ("iou_f1_macro", "iou_f1_micro", "token_f1_macro", "token_f1_micro",
+                                        "precision")} | {"selection_rate": share}
     docs = [ScoredDocument(r.id, len(r.tokens), gold=r.gold_spans(), spans=spans_of(k)) for r, k in zip(records, kept)]
     iou, tokens = iou_scores(docs)[0], token_prf(docs)
     return {"iou_f1_macro": iou["macro"]["f1"], "iou_f1_micro": iou["micro"]["f1"],
             "token_f1_macro": tokens["instance_macro"]["f1"], "token_f1_micro": tokens["instance_micro"]["f1"],
-            "precision": tokens["instance_micro"]["p"],
-            "selection_rate": sum(map(len, kept)) / sum(len(r.tokens) for r in records)}
+            "precision": tokens["instance_micro"]["p"], "selection_rate": share}
+
+
+def shown(value: float | None) -> str:
+    """A score for a line, '-' where the documents have no gold rationales."""
+    return "-" if value is None else f"{value:.3f}"
 
 
 def main() -> None:
@@ -120,8 +129,8 @@ def measure(name: str, train: list[Record], valid: list[Record], test: list[Reco
                "predictor": predictor.setting, **agreement(valid, kept_valid)}
         tried.append(row)
         print(f"budget {budget:g}, window {window}{', sentences' if sentences else ''}: validation {metric} "
-              f"{row[metric]:.4f} ({predictor.setting}), IOU F1 {row['iou_f1_macro']:.3f}, "
-              f"token F1 {row['token_f1_macro']:.3f}", flush=True)
+              f"{row[metric]:.4f} ({predictor.setting}), IOU F1 {shown(row['iou_f1_macro'])}, "
+              f"token F1 {shown(row['token_f1_macro'])}", flush=True)
     best = tried[0]
     for row in tried[1:]:
         if better(metric, row[metric], best[metric]) or (row[metric] == best[metric] and row["budget"] < best["budget"]):
@@ -140,8 +149,8 @@ def measure(name: str, train: list[Record], valid: list[Record], test: list[Reco
     append_result(row)
     print(f"{name}, chosen on validation: budget {budget:g}, window {window}{', sentences' if sentences else ''}; "
           f"test {metric} {value:.4f} (full-text reference {full_test:.4f}, {value - full_test:+.4f}), "
-          f"IOU F1 {row['iou_f1_macro']:.3f}, token F1 {row['token_f1_macro']:.3f}, precision "
-          f"{row['precision']:.3f}, selected {row['selection_rate']:.1%}", flush=True)
+          f"IOU F1 {shown(row['iou_f1_macro'])}, token F1 {shown(row['token_f1_macro'])}, precision "
+          f"{shown(row['precision'])}, selected {row['selection_rate']:.1%}", flush=True)
 
 
 if __name__ == "__main__":
