@@ -178,6 +178,17 @@ def extractor_table() -> str:
     return "\n".join(lines) + "\n"
 
 
+def supervision_table() -> str:
+    """What rationale supervision (``--supervise``) compares with the gold, per extractor."""
+    from rationale_cli.models.selectors import SELECTORS
+
+    lines = ["| `--extractor` | what `--supervise` pulls toward the gold mask, and the loss |", "|---|---|"]
+    for name, cls in SELECTORS.items():
+        what = getattr(cls, "supervised_by", "")
+        lines.append(f"| `{name}` | {inline(what) if what else '*refused*: it selects no tokens of its own'} |")
+    return "\n".join(lines) + "\n"
+
+
 # ----------------------------------------------------------------------------- benchmark summary
 
 def results_summary() -> str:
@@ -197,6 +208,7 @@ def results_summary() -> str:
 GENERATORS = {
     "cli-reference": cli_reference,
     "extractor-table": extractor_table,
+    "supervision-table": supervision_table,
     "results-summary": results_summary,
 }
 

@@ -6,7 +6,8 @@ its whole support. The trainer then computes
 
     loss = (weights * task_loss).sum(-1).mean() + penalty + surrogate(task_loss)
 
-with no special case per method.
+with no special case per method. A selection may also say how likely it made each token
+(:class:`PerToken`), which rationale supervision pulls toward a gold rationale.
 """
 
 from __future__ import annotations
@@ -18,6 +19,26 @@ from torch import Tensor, nn
 
 from rationale_cli.models.options import NoOptions, Options
 
+# what a PerToken's values are, and so which loss rationale supervision takes on them
+LOGIT = "logit"  # log-odds of selecting the token: binary cross-entropy from logits
+PROBABILITY = "probability"  # a probability of selection in (0, 1): binary cross-entropy
+GATE = "gate"  # a weight in [0, 1], no probability or exactly 0 off a sparse support: squared error
+KINDS = (LOGIT, PROBABILITY, GATE)
+
+
+@dataclass
+class PerToken:
+    """Each token's selection in training as one differentiable number: ``values`` ``[B, T]``,
+    or ``[B, S, T]`` one row per mask of the selection (weighed by its weights), of the ``kind``
+    named in :data:`KINDS`."""
+
+    values: Tensor
+    kind: str
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"PerToken kind {self.kind!r}: expected one of {', '.join(KINDS)}")
+
 
 @dataclass
 class Selection:
@@ -27,7 +48,9 @@ class Selection:
     numbers once per epoch by the trainer (no device sync per step).
     ``constant_zeros``: the masks' zeros get no gradient (a sample exactly 0 whose
     derivative there is 0, as HardKuma's clamp), so the predictor may skip those steps
-    in training as well; masks without gradient at all need no flag."""
+    in training as well; masks without gradient at all need no flag. ``per_token``: how
+    likely each token was selected (:class:`PerToken`), None where no such number exists
+    (the full text)."""
 
     masks: Tensor
     weights: Tensor
@@ -35,10 +58,11 @@ class Selection:
     surrogate: Callable[[Tensor], Tensor | None] | None = None
     stats: dict[str, Tensor] = field(default_factory=dict)
     constant_zeros: bool = False
+    per_token: PerToken | None = None
 
     @staticmethod
     def single(mask: Tensor, penalty: Tensor | None = None, constant_zeros: bool = False,
-               **stats: Tensor) -> Selection:
+               per_token: PerToken | None = None, **stats: Tensor) -> Selection:
         """One mask ``[B, T]`` with weight 1."""
         batch = mask.shape[0]
         return Selection(
@@ -47,6 +71,7 @@ class Selection:
             penalty=penalty if penalty is not None else mask.new_zeros(()),
             stats=dict(stats),
             constant_zeros=constant_zeros,
+            per_token=per_token,
         )
 
     @property
@@ -81,6 +106,7 @@ class Selector(nn.Module):
     summary: str = ""
     default_encoder: str = "rcnn"
     decode_settings: tuple[str, ...] = ()
+    supervised_by: str = ""
 
     def __init__(self, options: Options | None = None, **values):
         super().__init__()

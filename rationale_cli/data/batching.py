@@ -25,6 +25,8 @@ class Batch:
     mask: Tensor
     targets: Tensor | None = None
     visible: Tensor | None = None  # [B, T] 1 on query positions: always read, never selected
+    gold: Tensor | None = None  # [B, T] the gold rationale's tokens (0 for documents without gold), when asked
+    golden: Tensor | None = None  # [B] 1 for a document with a gold rationale, beside ``gold``
 
     def sentences(self) -> Tensor:
         """Each position's sentence index ``[B, T]`` (:meth:`Record.sentence_spans`; query and
@@ -98,9 +100,11 @@ def made_batches(records: Iterable[Record], vocab: Vocab, size: int, device: str
         yield chunk, make_batch(chunk, vocab, task if labelled else None, device)
 
 
-def make_batch(records: Sequence[Record], vocab: Vocab, task=None, device: str | torch.device = "cpu") -> Batch:
+def make_batch(records: Sequence[Record], vocab: Vocab, task=None, device: str | torch.device = "cpu",
+               gold: bool = False) -> Batch:
     """Token ids ``[B, T]`` (0 = pad), a float mask, the query positions (``visible``, None
-    when no document has a query) and, when a task is given, targets."""
+    when no document has a query), when a task is given, targets, and with ``gold`` the gold
+    rationales' masks and which documents have one (rationale supervision)."""
     read = [model_tokens(r) for r in records]  # model_length(r) tokens each
     lengths = torch.tensor([len(tokens) for tokens in read])
     real = torch.arange(int(lengths.max())) < lengths.unsqueeze(1)
@@ -114,7 +118,15 @@ def make_batch(records: Sequence[Record], vocab: Vocab, task=None, device: str |
             visible[row, len(record.tokens) : len(tokens)] = 1.0
         visible = visible.to(device)
     targets = task.targets(records).to(device) if task is not None else None
-    return Batch(list(records), ids.to(device), mask.to(device), targets, visible)
+    batch = Batch(list(records), ids.to(device), mask.to(device), targets, visible)
+    if gold:
+        masks = torch.zeros(real.shape)
+        for row, record in enumerate(records):
+            if record.rationale is not None:
+                masks[row, : len(record.tokens)] = torch.tensor(record.gold_mask(), dtype=torch.float32)
+        batch.gold = masks.to(device)
+        batch.golden = torch.tensor([float(r.rationale is not None) for r in records], device=device)
+    return batch
 
 
 def length_batches(records: Sequence[Record], batch_size: int, *, rng: random.Random | None = None,

@@ -119,6 +119,13 @@ class TrainConfig:
     guidance: float = option(0.0, "Weight of full-text guidance against degeneration: the predictor also learns "
                              "on the full text, and its output on the rationale is pulled toward it (a KL "
                              "divergence; squared difference for scores; Huang et al. 2021), 0 = off.", low=0.0)
+    supervise: float = option(0.0, "Rationale supervision: weight of a per-token loss between the selector's "
+                              "selection and the gold rationale, on the training documents that have one (the "
+                              "others train as without; Zhang et al. 2016, ERASER's supervised rows), 0 = off.",
+                              low=0.0)
+    supervise_fraction: float = option(1.0, "With {supervise}: the share of the training documents with gold whose "
+                                       "gold is used (a subset drawn with {seed}; the others' gold is ignored), to "
+                                       "measure what fewer annotations give.", above=0.0, high=1.0)
     clip: float = option(5.0, "Gradient norm clipping, 0 = off.", low=0.0)
     patience: int = option(5, "Early stopping after this many epochs without improvement, 0 = off.", low=0)
     keep: str = option("best-loss", "The epoch whose weights are kept: best-loss (lowest validation loss) or "
@@ -138,6 +145,7 @@ class TrainConfig:
     seed: int = option(0, "Random seed.", low=0)
     device: str = option("auto", "auto, cpu, cuda or cuda:N.")
     options: Options | None = None  # the extractor's own, declared by its selector
+    supervised: int | None = None  # with supervise: how many training documents' gold was used (the trainer's count)
 
     # the training options' search space (rationale_cli.models.search), shared by every extractor beside its
     # own: the learning rate and weight decay of Paulus et al. (2020), appendix D.6 (learning
@@ -190,6 +198,8 @@ class TrainConfig:
         config), paths absolute; for a run on several processes, their number and the effective batch."""
         general = {spec.name: getattr(self, spec.name) for spec in TRAIN_SPECS.values()}
         run = {"processes": processes, "effective_batch_size": self.batch_size * processes} if processes > 1 else {}
+        if self.supervise and self.supervised is not None:
+            run[SUPERVISED] = self.supervised
         paths = {name: os.path.abspath(general[name]) for name in PATH_OPTIONS if is_path(general[name], name)}
         return {**general, **paths, **self.options.to_dict(), **run}
 
@@ -198,8 +208,9 @@ TRAIN_SPECS: dict[str, Spec] = specs(TrainConfig)
 # the options naming a file or folder: saved as absolute paths, and as paths from the run directory
 PATH_OPTIONS = ("data", "valid", "embeddings", "support")
 FROM_RUN = "paths_from_run"
+SUPERVISED = "supervised_documents"  # how many training documents' gold supervised the run
 # what a saved config holds beside its options: how the run was trained, where its paths lie from it
-RUN_FACTS = ("processes", "effective_batch_size", FROM_RUN)
+RUN_FACTS = ("processes", "effective_batch_size", SUPERVISED, FROM_RUN)
 SALIENCY = "saliency"  # the extractor of --support reference, never trained
 SHAPES = ("embedding_dim", "hidden_size")  # options a saved run's range is checked for: they size the model
 
@@ -293,6 +304,14 @@ def from_values(values: dict[str, Any], given: set[str] | None = None, ranges: b
     for name, off in (("freeze_layers", 0), ("pretrained_lr", None)):
         if not hf and getattr(config, name) != off:
             raise UserError(f"{flag_of(name)} applies to an hf encoder only")
+    if config.supervise and not selector_class(extractor).supervised_by:
+        raise OptionError("supervise", config.supervise, "0: it selects no tokens of its own, so it has no "
+                          "per-token selection to supervise", extractor=extractor)
+    if config.supervise and config.support:
+        raise UserError(f"{flag_of('supervise')} trains a selector; with {flag_of('support')} the selector is fixed "
+                        "and only the predictor learns")
+    if config.supervise_fraction != 1.0 and not config.supervise:
+        raise UserError(f"{flag_of('supervise_fraction')} applies only with {flag_of('supervise')} WEIGHT above 0")
     if config.keep == "best-loss-at-rate" and config.rate_target() is None:
         raise OptionError("keep", config.keep, "best-loss (best-loss-at-rate needs a selection rate held in "
                           "training: a share as {budget}, and {lagrangian} for bernoulli)", extractor=extractor)

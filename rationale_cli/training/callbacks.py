@@ -14,10 +14,10 @@ from rationale_cli.runtime.signals import writing
 from rationale_cli.training.checkpoint import save_checkpoint
 from rationale_cli.training.loop import Callback, Epoch, Fit
 
-# training statistics that are shares of the tokens (shown in percent), and the one
-# shown on the epoch line without --verbose
+# training statistics that are shares of the tokens (shown in percent), and the ones
+# shown on the epoch line without --verbose (rationale supervision's loss where there is one)
 SHARES = ("selected", "exact_one", "expected_l0", "transitions", "expected_transitions", "exact")
-MAIN_STATS = ("selected",)
+MAIN_STATS = ("selected", "supervision")
 
 
 class RunDirectory(Callback):

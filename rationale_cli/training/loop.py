@@ -2,7 +2,7 @@
 interface), knowing no paths and no console.
 
 ``loss = (weights * task_loss).sum(-1).mean() + penalty + surrogate`` (plus full-text guidance
-when asked, :func:`training_loss`), Adam,
+and rationale supervision when asked, :func:`training_loss`), Adam,
 gradient clipping, optional learning-rate decay when validation loss stalls or
 linear in the updates,
 model selection on validation task loss and early stopping (Bastings et al.,
@@ -32,15 +32,22 @@ from rationale_cli.runs.inference import evaluate
 from rationale_cli.runs.keep import Keep
 from rationale_cli.runs.task import Task
 from rationale_cli.training.distributed import from_rank_zero, gather_random_states, rank, share, wrap
+from rationale_cli.training.supervision import supervision_loss
+
+SUPERVISION = "supervision"  # the training statistic of rationale supervision, a mean over the gold documents
 
 
-def training_loss(model, task: Task, batch: Batch, guidance: float = 0.0) -> tuple[torch.Tensor, Selection]:
+def training_loss(model, task: Task, batch: Batch, guidance: float = 0.0,
+                  supervise: float = 0.0) -> tuple[torch.Tensor, Selection]:
     """``loss = (weights * task_loss).sum(-1).mean() + penalty + surrogate`` for one batch. With
     ``guidance`` g > 0 (full-text guidance, after the output-space matching of Huang et al., 2021,
     "Distribution Matching for Rationalization"), the predictor also reads the full text:
     ``+ g * (task_loss(full) + (weights * D(full || rationale)).sum(-1)).mean()``, ``D``
     (:meth:`Task.divergence`) against the full text's detached output, which pulls the rationale's
-    prediction toward it."""
+    prediction toward it. With ``supervise`` w > 0 (rationale supervision,
+    :mod:`rationale_cli.training.supervision`; the batch made with its gold masks), ``+ w *
+    supervision`` over the batch's documents with gold, whose unweighted value joins the
+    selection's statistics as ``supervision``."""
     fixed = getattr(getattr(model, "module", model), "support", None)  # DDP wraps the model in .module
     sentences = batch.sentences() if fixed is not None and fixed.sentences else None
     selection, outputs = model(batch.ids, batch.mask, batch.visible, full_text=bool(guidance), sentences=sentences)
@@ -51,6 +58,11 @@ def training_loss(model, task: Task, batch: Batch, guidance: float = 0.0) -> tup
     if guidance:
         pulled = (selection.weights * task.divergence(outputs, full.detach().expand_as(outputs))).sum(-1)
         loss = loss + guidance * (task.loss(full, targets[:, :1]).squeeze(1) + pulled).mean()
+    if supervise:
+        selectable = batch.mask if batch.visible is None else batch.mask - batch.visible
+        supervised = supervision_loss(selection, batch.gold, batch.golden, selectable)
+        loss = loss + supervise * supervised
+        selection.stats[SUPERVISION] = supervised.detach()
     if selection.surrogate is not None:
         surrogate = selection.surrogate(task_loss.detach())
         if surrogate is not None:
@@ -59,13 +71,14 @@ def training_loss(model, task: Task, batch: Batch, guidance: float = 0.0) -> tup
 
 
 def training_step(model, task: Task, batch: Batch, optimizer: torch.optim.Optimizer, clip: float,
-                  guidance: float = 0.0) -> tuple[float, Selection]:
+                  guidance: float = 0.0, supervise: float = 0.0) -> tuple[float, Selection]:
     """One update on :func:`training_loss`, with gradient-norm clipping; a FloatingPointError,
     before the weights change, when the loss (in any process of a distributed run) or
     the gradient is not finite (extractors raise it too, where a non-finite value stops
-    them). ``model`` may be wrapped in DistributedDataParallel; ``guidance``: see :func:`training_loss`."""
+    them). ``model`` may be wrapped in DistributedDataParallel; ``guidance`` and ``supervise``: see
+    :func:`training_loss`."""
     params = [p for group in optimizer.param_groups for p in group["params"]]
-    loss, selection = training_loss(model, task, batch, guidance)
+    loss, selection = training_loss(model, task, batch, guidance, supervise)
     value = loss.item()
     if not all_ranks(math.isfinite(value), loss.device):  # every process stops at the same step
         raise FloatingPointError(f"loss {value}" if not math.isfinite(value) else "loss non-finite in another process")
@@ -101,7 +114,8 @@ class Diverged(FloatingPointError):
 @dataclass
 class Epoch:
     """What one epoch did: mean training loss, the extractor's training statistics
-    (means over documents), validation metrics, seconds, whether it is the best so far."""
+    (means over documents; ``supervision`` over the documents with gold), validation metrics,
+    seconds, whether it is the best so far."""
 
     epoch: int
     train_loss: float
@@ -170,6 +184,7 @@ class Fit:
     keep: Keep = Keep()
     schedule: LinearDecay | None = None
     guidance: float = 0.0
+    supervise: float = 0.0
 
 
 def fit(
@@ -190,6 +205,7 @@ def fit(
     lr_decay_epochs: int | None = DEFAULTS["lr_decay_epochs"].default,
     patience: int = DEFAULTS["patience"].default,
     guidance: float = DEFAULTS["guidance"].default,
+    supervise: float = DEFAULTS["supervise"].default,
     keep: Keep = Keep(),
     rng: random.Random | int = 0,
     callbacks: Sequence[Callback] = (),
@@ -201,7 +217,8 @@ def fit(
     optimizer defaults to Adam with ``lr`` and ``weight_decay``; ``rng`` (or its seed)
     orders the batches; ``lr_final`` below 1 decays the learning rate linearly over
     ``lr_decay_epochs`` (default: ``epochs``; :class:`LinearDecay`); ``guidance`` weighs full-text
-    guidance (:func:`training_loss`). The defaults are those
+    guidance and ``supervise`` rationale supervision on the documents of ``train`` with a gold
+    rationale (:func:`training_loss`). The defaults are those
     of ``rationale train``. With ``restore_best`` the model ends with the weights of its
     best validation epoch by the ``keep`` rule (else with its last; ``state.best`` says
     which was best).
@@ -222,7 +239,7 @@ def fit(
     batches = len(train) // (batch_size * processes) + (len(train) % (batch_size * processes) >= processes)
     schedule = LinearDecay(lr_final, (lr_decay_epochs or epochs) * batches) if lr_final < 1.0 else None
     run = Fit(model, vocab, task, optimizer, rng, device, epochs, batches, state or FitState(), callbacks, net,
-              processes, rank(), keep=keep, schedule=schedule, guidance=guidance)
+              processes, rank(), keep=keep, schedule=schedule, guidance=guidance, supervise=supervise)
     state = run.state
     started, seconds_before = time.perf_counter(), state.train_seconds
     try:
@@ -278,31 +295,35 @@ def one_epoch(run: Fit, epoch: int, train: Sequence[Record], valid: Sequence[Rec
     model.train()
     total, count = 0.0, 0
     sums: dict[str, torch.Tensor] = {}
+    weights: dict[str, float] = {}  # documents behind each statistic's sum
     step = 0
     for batch_records in length_batches(train, batch_size * run.processes, rng=run.rng):
         if len(batch_records) < run.processes:  # a last batch too small to give every process a document
             continue
         step += 1
         records = share(batch_records, run.rank, run.processes)
-        batch = make_batch(records, run.vocab, task, run.device)
+        batch = make_batch(records, run.vocab, task, run.device, gold=run.supervise > 0)
         if run.schedule is not None:
             run.schedule.apply(run.optimizer, (epoch - 1) * run.batches + step - 1)
         try:
-            loss, selection = training_step(run.net, task, batch, run.optimizer, clip, run.guidance)
+            loss, selection = training_step(run.net, task, batch, run.optimizer, clip, run.guidance, run.supervise)
         except FloatingPointError as err:
             raise FloatingPointError(f"epoch {epoch}, step {step}: {err}") from None
         total += loss * len(records)
         count += len(records)
+        golden = sum(r.rationale is not None for r in records) if run.supervise else 0
         for key, value in selection.stats.items():
-            sums[key] = sums.get(key, 0.0) + value.detach() * len(records)
+            documents = golden if key == SUPERVISION else len(records)
+            sums[key] = sums.get(key, 0.0) + value.detach() * documents
+            weights[key] = weights.get(key, 0) + documents
         for callback in run.callbacks:
             callback.on_step(run, step, total / count)
-    total, count, stats = summed_over_ranks(total, count, sums, run.device)
+    total, count, stats = summed_over_ranks(total, count, sums, weights, run.device)
     metrics = from_rank_zero(validate(run, epoch, valid, batch_size) if run.rank == 0 else None)
     if isinstance(metrics, str):
         raise FloatingPointError(metrics)
     best = run.state.best
-    return Epoch(epoch, total / count, {k: v / count for k, v in stats.items()}, metrics,
+    return Epoch(epoch, total / count, stats, metrics,
                  time.perf_counter() - started, best is None or run.keep.key(metrics) < run.keep.key(best["valid"]))
 
 
@@ -317,13 +338,18 @@ def validate(run: Fit, epoch: int, valid: Sequence[Record], batch_size: int) -> 
     return metrics
 
 
-def summed_over_ranks(total: float, count: int, sums: dict[str, torch.Tensor],
+def summed_over_ranks(total: float, count: int, sums: dict[str, torch.Tensor], weights: dict[str, float],
                       device: torch.device) -> tuple[float, int, dict[str, float]]:
-    """The epoch's loss and statistic sums over every process (one transfer)."""
-    values = torch.tensor([total, count, *(float(v) for v in sums.values())], dtype=torch.float64)
+    """The epoch's loss and document count summed over every process, and each statistic's
+    mean over the documents behind it (``weights``: how many documents each sum holds; 0 when
+    none), in one transfer."""
+    values = torch.tensor([total, count, *(float(v) for v in sums.values()), *(float(weights[k]) for k in sums)],
+                          dtype=torch.float64)
     if distributed():
         values = values.to(device)
         dist.all_reduce(values)
         values = values.cpu()
     total, count, *rest = values.tolist()
-    return total, int(count), dict(zip(sums, rest))
+    means = {key: value / documents if documents else 0.0
+             for key, value, documents in zip(sums, rest[: len(sums)], rest[len(sums):])}
+    return total, int(count), means

@@ -50,6 +50,7 @@ from rationale_cli.training.checkpoint import RESUME, data_fingerprint, load_che
 from rationale_cli.training.distributed import local_device, rank
 from rationale_cli.training.endings import chance, ending_warnings
 from rationale_cli.training.loop import Callback, Diverged, FitState, fit
+from rationale_cli.training.supervision import supervised_share, with_gold
 from rationale_cli.training.support import copy_selector, fill_saliency, supported
 
 
@@ -236,7 +237,16 @@ def train_run(
     ``console``, report progress there (every training statistic with ``verbose``);
     ``selector`` replaces the configured extractor (see :func:`new_model`). The model
     returned holds its best epoch's weights. Every process of a distributed run calls
-    this (:mod:`rationale_cli.training.distributed`): rank 0 writes and reports."""
+    this (:mod:`rationale_cli.training.distributed`): rank 0 writes and reports. With rationale
+    supervision, the documents whose gold is used are chosen first (:mod:`rationale_cli.training.supervision`)
+    and counted in the configuration."""
+    golden = len(with_gold(train)) if config.supervise else 0
+    if config.supervise and selector is not None and not getattr(selector, "supervised_by", ""):
+        raise UserError(f"--supervise: the selector {getattr(selector, '__name__', type(selector).__name__)} says "
+                        "nothing per token (its supervised_by is empty), so it cannot be supervised")
+    if config.supervise:
+        train, supervised = supervised_share(train, config.supervise_fraction, config.seed)
+        config = dataclasses.replace(config, supervised=supervised)
     torch.manual_seed(config.seed)
     rng = random.Random(config.seed)
     device = local_device(resolve_device(config.device))
@@ -274,6 +284,9 @@ def train_run(
                       f"{len(train):,} train / {len(valid):,} valid documents, vocabulary {len(vocab):,}, "
                       f"{sum(p.numel() for p in params):,} trainable parameters, device {device}{processes}",
                       highlight=False)
+        if config.supervise:
+            console.print(f"rationale supervision: the gold of {config.supervised:,} of the {golden:,} training "
+                          f"documents with gold, weight {config.supervise:g}", highlight=False)
         hooks.append(ConsoleReport(console, verbose))
     reference = run_reference(config, train, valid, task, out, console, resume, fitted) if writer else None
     if writer and config.time_limit > 0:
@@ -282,6 +295,7 @@ def train_run(
         state = fit(model, vocab, task, train, valid, optimizer, epochs=config.epochs, batch_size=config.batch_size,
                     clip=config.clip, lr_decay=config.lr_decay, lr_final=config.lr_final,
                     lr_decay_epochs=config.lr_decay_epochs, patience=config.patience, guidance=config.guidance,
+                    supervise=config.supervise,
                     keep=config.keep_rule(), rng=rng,
                     callbacks=[*hooks, *callbacks], state=state)
     except Diverged as err:

@@ -29,6 +29,7 @@ from rationale_cli.runtime.errors import UserError
 from rationale_cli.runtime.outputs import is_run_directory
 from rationale_cli.training.checkpoint import data_fingerprint
 from rationale_cli.training.loop import Callback
+from rationale_cli.training.supervision import require_gold
 from rationale_cli.training.trainer import training_data
 from rationale_cli.tuning.leaderboard import (
     Leaderboard,
@@ -139,6 +140,8 @@ def plan_study(options: dict[str, Any], *, config: Path | None = None, space_fil
     task = infer_task([record.label for record in train], cfg.task)
     task.targets(train)  # every label checked once, before any trial
     task.targets(valid)
+    if cfg.supervise or "supervise" in space.names():  # rationale supervision needs gold to learn from
+        require_gold(train)
     return Plan(cfg, base, given, space, (train, valid))
 
 

@@ -6,7 +6,9 @@ In training the predictor reads the text gated softly by ``alpha / max(alpha)``
 (a gate in [0, 1]: the best token passes whole, the others in proportion).
 At test time the rationale is the ``budget`` best tokens of each document by
 attention weight (a share or a count, :mod:`rationale_cli.models.budget`; at least one), and the
-predictor reads only those: the heuristic the papers compare against.
+predictor reads only those: the heuristic the papers compare against. Rationale supervision
+(the Selection's ``per_token``) pulls the training gate toward the gold mask (squared
+error: the gate is no probability).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from torch import Tensor, nn
 
 from rationale_cli.models.budget import Budget, BudgetUse, top_k_mask
 from rationale_cli.models.options import Options, option
-from rationale_cli.models.selection import Selection, Selector
+from rationale_cli.models.selection import GATE, PerToken, Selection, Selector
 
 
 def top_budget(scores: Tensor, mask: Tensor, budget: Budget) -> Tensor:
@@ -46,6 +48,7 @@ class AttentionSelector(Selector):
     Options = AttentionOptions
     summary = ("Lei et al.'s attention baseline: trained with soft attention gating, "
                "the {budget} best tokens by attention weight at test time")
+    supervised_by = "the gate alpha / max(alpha) the predictor reads, squared error"
 
     def __init__(self, input_size: int, *, attention_size: int = 100, **options):
         super().__init__(**options)
@@ -65,7 +68,8 @@ class AttentionSelector(Selector):
         return as_gate(self.attention(states, mask))
 
     def forward(self, states: Tensor, mask: Tensor) -> Selection:
-        return Selection.single(self.gate(states, mask))
+        gate = self.gate(states, mask)
+        return Selection.single(gate, per_token=PerToken(gate, GATE))
 
     def decode_with_scores(self, states: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
         alpha = self.attention(states, mask)

@@ -18,7 +18,8 @@ training only; the first batch has none) and ``loo`` (leave-one-out over
 
 Selection-rate control: the fixed penalties above, or with ``lagrangian`` a
 multiplier held at the target ``budget`` (same two-sided update as HardKuma's).
-Test time: z_i = 1 where p_i >= 0.5.
+Test time: z_i = 1 where p_i >= 0.5. Rationale supervision (the Selection's ``per_token``)
+takes each sample's p_i (given the sampled tokens before it when dependent).
 
 With the independent selector and ``exact_penalty`` (the default), the penalties
 enter the loss through their expectations, ``E[sum z_i] = sum p_i`` and
@@ -49,7 +50,7 @@ from rationale_cli.models.lagrangian import EqualityMultiplier, RateOptions
 from rationale_cli.models.options import OptionError, option
 from rationale_cli.models.ranks import mean_over_ranks
 from rationale_cli.models.search import OneOf
-from rationale_cli.models.selection import Selection, Selector, selected_share
+from rationale_cli.models.selection import LOGIT, PerToken, Selection, Selector, selected_share
 from rationale_cli.models.selectors.binary.dependent import DependentScan
 
 BASELINES = ("none", "ema", "loo")
@@ -142,6 +143,7 @@ class BernoulliSelector(Selector):
     summary = ("Lei et al.'s original model: z_i ~ Bernoulli, trained with REINFORCE on the task loss plus "
                "{sparsity} x selected + {coherence} x transitions; {lagrangian} holds the rate at {budget} "
                "instead; test time selects p >= 0.5")
+    supervised_by = "each token's Bernoulli probability p_i, binary cross-entropy"
 
     def __init__(self, input_size: int, *, z_hidden: int = 30, ema_decay: float = 0.9, **options):
         super().__init__(**options)
@@ -200,7 +202,7 @@ class BernoulliSelector(Selector):
         if self.multiplier is not None:
             stats["lambda_l0"] = self.multiplier.value.detach()
         return Selection(masks=z, weights=z.new_full((batch, s), 1.0 / s), penalty=penalty,
-                         surrogate=surrogate, stats=stats)
+                         surrogate=surrogate, stats=stats, per_token=PerToken(logits, LOGIT))
 
     def surrogate(self, cost: Tensor, lp: Tensor) -> Tensor:
         """``mean over documents and samples of (cost - baseline) * log p(z)``; cost detached."""

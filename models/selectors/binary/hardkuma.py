@@ -25,6 +25,9 @@ bias gave ``a = b = ln 2`` on average, ``P(z != 0) = 0.87``, a start from which 
 decoded 0-5% of the tokens (demo, beer, ERASER movies; docs/concepts/extractors.md). A budget given as a token count has no share before
 the documents are seen and keeps PyTorch's bias.
 
+Rationale supervision (the Selection's ``per_token``) takes each token's
+``P(z != 0)`` of the distribution it was drawn from, as log-odds ``log P(z != 0) - log P(z = 0)``.
+
 Test time (section 5, "Deterministic predictions"): per token the most likely
 of z = 0, z = 1 and 0 < z < 1; in the continuous case the mean of the
 rectified variable.
@@ -44,7 +47,7 @@ from rationale_cli.models.lagrangian import EqualityMultiplier, LagrangeMultipli
 from rationale_cli.models.native.hardkuma_scan import compiled
 from rationale_cli.models.options import OptionError, option
 from rationale_cli.models.search import OneOf
-from rationale_cli.models.selection import Selection, Selector, selected_share
+from rationale_cli.models.selection import LOGIT, PerToken, Selection, Selector, selected_share
 from rationale_cli.models.selectors.binary.dependent import DependentScan
 
 
@@ -94,6 +97,7 @@ class HardKumaSelector(Selector):
     Options = HardKumaOptions
     summary = ("HardKuma rationales (Bastings et al. 2019): samples exactly 0, exactly 1 or in between; "
                "the expected selection rate is held at {budget} by a Lagrange multiplier")
+    supervised_by = "P(z != 0) of each token's HardKuma distribution, binary cross-entropy"
 
     def __init__(
         self,
@@ -140,7 +144,8 @@ class HardKumaSelector(Selector):
 
     def forward(self, states: Tensor, mask: Tensor) -> Selection:
         z, dist = self.sampled(states, mask)
-        nonzero, flips = expected_costs(dist.log_p0(), dist.log_p_nonzero(), mask)
+        log_p0, log_nonzero = dist.log_p0(), dist.log_p_nonzero()
+        nonzero, flips = expected_costs(log_p0, log_nonzero, mask)
         lengths = mask.sum(-1).clamp_min(1.0)
         l0, transitions = (nonzero / lengths).mean(), (flips / lengths).mean()
         target = self.budget.rates(mask).mean()
@@ -157,7 +162,8 @@ class HardKumaSelector(Selector):
         if self.lambda_transitions is not None:
             stats["lambda_transitions"] = self.lambda_transitions.value.detach()
         # a sample at exactly 0 comes from the clamp, whose derivative there is 0
-        return Selection.single(z, penalty, constant_zeros=True, **stats)
+        return Selection.single(z, penalty, constant_zeros=True, per_token=PerToken(log_nonzero - log_p0, LOGIT),
+                                **stats)
 
     def decode_with_scores(self, states: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
         """The decoded z and P(z_i != 0) (conditioned on the decoded prefix when dependent)."""

@@ -14,7 +14,8 @@ count, :mod:`rationale_cli.models.budget`); a subclass's :meth:`MaskSetSelector.
 weights ``[B, S]`` over masks ``[B, S, T]``.
 Training sums the task loss over the masks with their weights and reports the
 support size; test time takes the most probable mask, and the token scores are
-the marginals ``sum_z xi_z z``.
+the marginals ``sum_z xi_z z``, which rationale supervision (the Selection's ``per_token``)
+takes too, by squared error: they are exactly 0 or 1 wherever the support agrees.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from torch import Tensor, nn
 from rationale_cli.models.budget import Budget, BudgetUse
 from rationale_cli.models.options import Options, option
 from rationale_cli.models.search import OneOf
-from rationale_cli.models.selection import Selection, Selector
+from rationale_cli.models.selection import GATE, PerToken, Selection, Selector
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ class MaskSetOptions(Options):
 class MaskSetSelector(Selector):
     Options = MaskSetOptions
     decode_settings = ("coherence",)  # decode with another transition cost than the trained one
+    supervised_by = "the marginals (each mask times its weight, summed over the support), squared error"
 
     def __init__(self, input_size: int, **options):
         super().__init__(**options)
@@ -85,7 +87,8 @@ class MaskSetSelector(Selector):
     def forward(self, states: Tensor, mask: Tensor) -> Selection:
         weights, masks = self.solve(states, mask)
         stats = {k: v.detach() for k, v in self.support_stats(weights, masks, mask).items()}
-        return Selection(masks=masks, weights=weights, penalty=weights.new_zeros(()), stats=stats)
+        marginals = PerToken((weights.unsqueeze(-1) * masks).sum(1) * mask, GATE)
+        return Selection(masks=masks, weights=weights, penalty=weights.new_zeros(()), stats=stats, per_token=marginals)
 
     def decode_with_scores(self, states: Tensor, mask: Tensor, coherence: float | None = None) -> tuple[Tensor, Tensor]:
         weights, masks = self.solve(states, mask, coherence)

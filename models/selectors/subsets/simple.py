@@ -6,6 +6,7 @@ Per-token logits come from a linear layer over the selector encoder's states.
 Training: the predictor reads an exact sample of ``p(z | sum z = k)``; the
 selector's gradient is the gradient through the marginals (eq. 8). Optional
 ``kl_weight`` adds ``KL(p(z | k) || uniform)`` (Proposition 4) to the loss.
+Rationale supervision (the Selection's ``per_token``) takes the marginals.
 Test time: the k highest logits; token scores are the marginals P(z_i = 1 | sum z = k).
 """
 
@@ -19,7 +20,7 @@ from rationale_cli.models.budget import Budget, BudgetUse
 from rationale_cli.models.distributions.ksubset import KSubset, simple_estimator
 from rationale_cli.models.options import Options, option
 from rationale_cli.models.search import OneOf
-from rationale_cli.models.selection import Selection, Selector, selected_share
+from rationale_cli.models.selection import PROBABILITY, PerToken, Selection, Selector, selected_share
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ class SimpleSelector(Selector):
     summary = ("SIMPLE (Ahmed et al. 2023): exactly {budget} tokens, an exact sample of the k-subset "
                "distribution in training with gradients through its exact marginals; test time takes "
                "the k highest-scoring tokens")
+    supervised_by = "the exact marginals P(z_i = 1 | sum z = k), binary cross-entropy"
 
     def __init__(self, input_size: int, **options):
         super().__init__(**options)
@@ -54,14 +56,14 @@ class SimpleSelector(Selector):
 
     def forward(self, states: Tensor, mask: Tensor) -> Selection:
         dist = self.distribution(states, mask)
-        z, _ = simple_estimator(dist)
+        z, marginals = simple_estimator(dist)
         penalty = z.new_zeros(())
         stats = {"selected": selected_share(z, mask)}
         if self.kl_weight > 0:
             kl = dist.kl_uniform().mean()
             penalty = self.kl_weight * kl
             stats["kl_uniform"] = kl.detach()
-        return Selection.single(z, penalty, **stats)
+        return Selection.single(z, penalty, per_token=PerToken(marginals, PROBABILITY), **stats)
 
     def decode_with_scores(self, states: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
         """The k highest logits and the conditional marginals P(z_i = 1 | sum z = k)."""

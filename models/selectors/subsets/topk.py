@@ -8,7 +8,8 @@ selector states; for ``corr-topk`` fixed pairwise utilities
 width-2 convolution, as in D.6). Training reads the relaxed mask: the marginals
 of ``p(x) ~ exp(<U / tau, x>)`` over (correlated) k-subsets, with the exact
 backward pass; optionally straight-through (hard sample forward, relaxed
-gradient). Test time: the argmax with the unperturbed utilities. The subset size k
+gradient). Rationale supervision (the Selection's ``per_token``) takes the relaxed
+mask, those marginals. Test time: the argmax with the unperturbed utilities. The subset size k
 is each document's ``budget`` (a count, or a share of its length: :mod:`rationale_cli.models.budget`).
 """
 
@@ -22,7 +23,7 @@ from torch import Tensor, nn
 from rationale_cli.models.distributions.chain_ksubset import ChainKSubset
 from rationale_cli.models.options import option
 from rationale_cli.models.search import Searched
-from rationale_cli.models.selection import Selection, Selector
+from rationale_cli.models.selection import PROBABILITY, PerToken, Selection, Selector
 from rationale_cli.models.selectors.subsets.simple import KSubsetOptions
 
 
@@ -47,6 +48,7 @@ class TopKSelector(Selector):
     summary = ("stochastic softmax trick (Paulus et al. 2020): Gumbel-perturbed token utilities, trained "
                "on the relaxed k-subset of {budget} tokens (temperature {tau}); test time takes the best "
                "k-subset of the unperturbed utilities")
+    supervised_by = "the relaxed mask (the marginals of the perturbed k-subset distribution), binary cross-entropy"
     correlated = False
 
     def __init__(self, input_size: int, **options):
@@ -71,7 +73,7 @@ class TopKSelector(Selector):
             z = dist.argmax + soft - soft.detach()
         with torch.no_grad():
             entropy = -(soft * torch.log(soft.clamp_min(1e-12))).sum(-1).mean()
-        return Selection.single(z * mask, soft_entropy=entropy)
+        return Selection.single(z * mask, per_token=PerToken(soft * mask, PROBABILITY), soft_entropy=entropy)
 
     def decode_with_scores(self, states: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
         """The best k-subset and the relaxed mask at temperature tau, both without noise
