@@ -581,3 +581,28 @@ def test_whole_number_labels_are_classes_and_the_line_says_so(tmp_path):
     result = invoke("train", "--data", data, "--valid", data, "--out", tmp_path / "run", "--no-reference", *TINY)
     assert result.exit_code == 0, result.output
     assert "note: the labels are whole numbers, read as 3 classes (1, 3, 5)" in result.output
+
+
+@pytest.mark.parametrize("damage", ["not gzip", "truncated"])
+def test_a_damaged_gz_input_to_predict_is_one_line_and_writes_nothing(run_dir, tmp_path, damage):
+    import gzip
+
+    whole = gzip.compress(b'{"text": "a fine beer"}\n' * 200)
+    source = tmp_path / "in.jsonl.gz"
+    source.write_bytes(b"plain text, not gzip\n" if damage == "not gzip" else whole[: len(whole) // 2])
+    out = tmp_path / "p.jsonl"
+    failed(invoke("predict", run_dir, source, "--out", out), str(source), "cannot read")
+    assert not out.exists()
+
+
+def test_escape_sequences_and_bidi_controls_from_files_never_reach_the_terminal(run_dir, tmp_path):
+    """A CSV header and a file name holding ESC sequences (a window title, colours) and U+202E
+    are quoted in the error line as U+FFFD, which stays one line."""
+    table = tmp_path / "reviews.csv"
+    table.write_text("te\x1b]0;owned\x07xt\u202eabc,score\nfine,0.5\n", encoding="utf-8")
+    result = invoke("train", "--data", table, "--out", tmp_path / "run")
+    refused(result, "no column 'text'", "te\ufffd]0;owned\ufffdxt\ufffdabc")
+    named = tmp_path / "a\x1b[31m\u202ename\nx.jsonl"
+    result = invoke("predict", run_dir, named, "--out", tmp_path / "p.jsonl")
+    refused(result, "a\ufffd[31m\ufffdname\ufffdx.jsonl: no such file")
+    assert not any(char in result.output for char in "\x1b\x07\u202e")

@@ -285,16 +285,20 @@ def record_shard(job: Job, out: Path, identity: dict) -> None:
 
 def count_documents(path: str) -> int | None:
     """Lines in a plain or gzip file, read as bytes in blocks (the documents of a text,
-    JSONL or beer file; one more than a table's rows): a total for the progress bar."""
+    JSONL or beer file; one more than a table's rows): a total for the progress bar, None
+    where it cannot be read to the end (the reading itself then says why, in one line)."""
     source = Path(path)
     if not source.is_file():
         return None
     opener = gzip.open if source.name.endswith(".gz") else open
     lines, last = 0, b"\n"
-    with opener(source, "rb") as handle:
-        while block := handle.read(1 << 20):
-            lines += block.count(b"\n")
-            last = block[-1:]
+    try:
+        with opener(source, "rb") as handle:
+            while block := handle.read(1 << 20):
+                lines += block.count(b"\n")
+                last = block[-1:]
+    except (EOFError, OSError):  # a damaged or truncated .gz
+        return None
     return lines + (last != b"\n")
 
 

@@ -20,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from rationale_cli.data.readers import FORMATS
-from rationale_cli.runtime.errors import UserError
+from rationale_cli.runtime.errors import UserError, terminal_text
 
 
 def unlabelled_help(cls):
@@ -75,9 +75,29 @@ def main_options(
     """Rationale extraction: train select-then-predict models, then predict, explain and evaluate their rationales."""
 
 
+class SafeConsole(Console):
+    """A console whose printed strings and texts go through
+    :func:`~rationale_cli.runtime.errors.terminal_text`: a file's name or content quoted in a
+    message cannot drive the terminal."""
+
+    def print(self, *objects, **kwargs) -> None:
+        super().print(*(safe(item) for item in objects), **kwargs)
+
+
+def safe(item):
+    """A string or rich Text with its control and bidirectional characters shown as U+FFFD."""
+    if isinstance(item, str):
+        return terminal_text(item)
+    if isinstance(item, Text):
+        shown = item.copy()
+        shown.plain = terminal_text(item.plain)  # one for one unless a CR is dropped
+        return shown
+    return item
+
+
 def stderr() -> Console:
     """Progress and messages; no markup, so paths and texts print as they are."""
-    return Console(stderr=True, soft_wrap=True, markup=False)
+    return SafeConsole(stderr=True, soft_wrap=True, markup=False)
 
 
 def print_line(line: str) -> None:
@@ -86,7 +106,7 @@ def print_line(line: str) -> None:
 
 
 def stdout() -> Console:
-    return Console(markup=False)
+    return SafeConsole(markup=False)
 
 
 def friendly(command):
@@ -97,7 +117,7 @@ def friendly(command):
         try:
             return command(*args, **kwargs)
         except UserError as err:
-            stderr().print(Text(f"error: {err}", style="bold red"), soft_wrap=True)
+            stderr().print(Text(f"error: {terminal_text(str(err), one_line=True)}", style="bold red"), soft_wrap=True)
             raise typer.Exit(2) from None
         except FloatingPointError as err:  # a model whose scores left the range its extractor can use
             stderr().print(Text(f"error: non-finite or out-of-range values in the model ({err})", style="bold red"),
