@@ -606,3 +606,18 @@ def test_escape_sequences_and_bidi_controls_from_files_never_reach_the_terminal(
     result = invoke("predict", run_dir, named, "--out", tmp_path / "p.jsonl")
     refused(result, "a\ufffd[31m\ufffdname\ufffdx.jsonl: no such file")
     assert not any(char in result.output for char in "\x1b\x07\u202e")
+
+
+def test_resume_takes_the_original_command_and_refuses_only_what_it_changes(tmp_path):
+    data = tmp_path / "train.jsonl"
+    data.write_text("".join(json.dumps({"text": f"{word} beer {i}", "score": score}) + "\n"
+                            for i in range(20) for word, score in (("good", 0.9), ("bad", 0.1))))
+    out = tmp_path / "run"
+    command = ["train", "--data", data, "--out", out, *TINY, "--budget", "0.3", "--lr", "0.002", "--no-reference"]
+    assert invoke(*command).exit_code == 0
+    refused(invoke(*command, "--resume"), f"{out}: already trained for 1 epoch; give --epochs more than 1")
+    refused(invoke(*command, "--lr", "0.003", "--epochs", "2", "--resume"),
+            "--resume goes on with the run's own options; it cannot change --lr")
+    result = invoke(*command, "--epochs", "2", "--resume")
+    assert result.exit_code == 0, result.output
+    assert len(json.loads((out / "metrics.json").read_text())["history"]) == 2

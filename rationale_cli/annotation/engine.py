@@ -47,7 +47,7 @@ from rationale_cli.runs.inference import Output
 from rationale_cli.runs.run_directory import WEIGHTS, Run
 from rationale_cli.runtime.allocator import keep_freed_memory
 from rationale_cli.runtime.atomic import text_output, writable_target, write_failure, write_text_atomic
-from rationale_cli.runtime.errors import UserError
+from rationale_cli.runtime.errors import UserError, plural
 from rationale_cli.runtime.outputs import exists_error, output_lock
 from rationale_cli.runtime.signals import Stopped, stop_on_signals, writing
 
@@ -258,8 +258,8 @@ def annotate_into(job: Job, dest: Path | None, run: Run, records: Iterable[Recor
         raise
     if stopped is not None and not resumable:
         if direct:
-            raise UserError(f"stopped by signal {stopped}: {job.out} holds the first {tally.documents:,} "
-                            "documents and cannot be continued")
+            raise UserError(f"stopped by signal {stopped}: {job.out} holds the first "
+                            f"{plural(tally.documents, 'document')} and cannot be continued")
         discard(dest)
         raise UserError(f"stopped by signal {stopped}: {job.out} cannot be continued, so nothing was written")
     tally.seconds = time.perf_counter() - began

@@ -20,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from rationale_cli.data.readers import FORMATS
-from rationale_cli.runtime.errors import UserError, terminal_text
+from rationale_cli.runtime.errors import UserError, plural, terminal_text
 
 
 def unlabelled_help(cls):
@@ -287,7 +287,7 @@ def print_scores(metrics: dict, title: str, json_out: Optional[Path], per_docume
         stderr().print(f"wrote {json_out}", highlight=False)
     if per_document is not None:
         write_document_scores(per_document, rows)
-        stderr().print(f"wrote {len(rows):,} document scores to {per_document}", highlight=False)
+        stderr().print(f"wrote {plural(len(rows), 'document score')} to {per_document}", highlight=False)
 
 
 # --------------------------------------------------------------------------- #

@@ -28,6 +28,11 @@ def terminal_text(text: str, one_line: bool = False) -> str:
     return text.replace("\n", "\ufffd") if one_line else text
 
 
+def plural(count: int, noun: str) -> str:
+    """``1 document``, ``2,000 documents``: a count and its noun, for messages."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
 def where(path: str | Path, line: int | None = None) -> str:
     """``file`` or ``file:line`` for error messages (lines count from 1)."""
     return f"{path}:{line}" if line is not None else str(path)

@@ -42,7 +42,7 @@ from rationale_cli.runs.run_directory import (
 from rationale_cli.runs.task import Task, infer_task
 from rationale_cli.runtime.allocator import keep_freed_memory
 from rationale_cli.runtime.devices import resolve_device
-from rationale_cli.runtime.errors import UserError
+from rationale_cli.runtime.errors import UserError, plural
 from rationale_cli.runtime.outputs import is_run_directory
 from rationale_cli.runtime.signals import writing
 from rationale_cli.training.callbacks import ConsoleReport, RunDirectory, TimeLimit
@@ -202,7 +202,7 @@ def resume_state(out: Path, config: TrainConfig, model: RationaleModel, optimize
     if saved["fingerprint"] != fingerprint:
         raise UserError(f"{out}: the training or validation data differ from the ones this run was trained on")
     if saved["epoch"] >= config.epochs:
-        raise UserError(f"{out}: already trained for {saved['epoch']} epochs; give --epochs more than "
+        raise UserError(f"{out}: already trained for {plural(saved['epoch'], 'epoch')}; give --epochs more than "
                         f"{saved['epoch']} to go on")
     return FitState(epoch=saved["epoch"], history=saved["history"], best=saved["best"], stale=saved["stale"],
                     train_seconds=saved["train_seconds"], best_weights=best_weights)
