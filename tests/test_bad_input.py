@@ -71,6 +71,7 @@ def classifier(tmp_path_factory):
     (lambda run, tmp: ["explain", run, "a fine beer", "--html", tmp / "nodir" / "p.html"], "no such folder"),
     (lambda run, tmp: ["evaluate", run, "demo", "--json", tmp / "nodir" / "m.json"], "no such folder"),
     (lambda run, tmp: ["evaluate", run, "demo", "--json", tmp], "is a folder"),
+    (lambda run, tmp: ["merge", EXAMPLES / "reviews.txt", "--out", tmp, "--force"], "is a folder"),
     (lambda run, tmp: ["train", "--data", "demo", "--out", tmp / "afile" / "run", *TINY], "cannot create"),
     (lambda run, tmp: ["train", "--data", "demo", "--out", tmp / "afile", *TINY], "is a file"),
     (lambda run, tmp: ["predict", run, EXAMPLES / "reviews.txt", "--out", "OUT", "--batch-size", "0"], "--batch-size 0"),
@@ -621,3 +622,14 @@ def test_resume_takes_the_original_command_and_refuses_only_what_it_changes(tmp_
     result = invoke(*command, "--epochs", "2", "--resume")
     assert result.exit_code == 0, result.output
     assert len(json.loads((out / "metrics.json").read_text())["history"]) == 2
+
+
+def test_train_force_never_replaces_a_users_file_named_as_a_run_file(tmp_path):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "config.json").write_text('{"mine": 1}\n')
+    (out / "notes.txt").write_text("keep\n")
+    before = snapshot(out)
+    refused(invoke("train", "--data", "demo", "--out", out, *TINY, "--force"),
+            f"{out}: holds config.json, not a run's, which the run's files would replace")
+    assert snapshot(out) == before

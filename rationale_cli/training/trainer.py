@@ -28,6 +28,7 @@ from rationale_cli.runs.pretrained import load_pretrained
 from rationale_cli.runs.reference import Reference, fit_reference
 from rationale_cli.runs.run_directory import (
     COMPLETE,
+    FILES,
     REFERENCE,
     WEIGHTS,
     build_model,
@@ -303,9 +304,24 @@ def train_config(config: TrainConfig, out: Path | None = None, console: Console 
             kind = "a trained run" if (out / COMPLETE).exists() else "a run that stopped while writing its files"
             raise UserError(f"{out}: {kind} is already there; choose another --out, continue it with --resume, "
                             "or pass --force to replace it")
-        if out.is_dir() and not force and not resume and not is_run_directory(out) and any(out.iterdir()):
-            names = sorted(path.name for path in out.iterdir())
-            shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
-            raise UserError(f"{out}: holds files that are not a run's ({shown}); choose a new or empty folder "
-                            "for --out, or pass --force to write the run's files beside them")
+        if out.is_dir() and not resume and not is_run_directory(out):
+            check_users_files(out, force)
         return train_run(config, *(data or training_data(config)), out, console, resume=resume, **extra)
+
+
+# what a run directory may hold: a user's file of one of these names would be replaced
+RUN_NAMES = (*FILES, *REFERENCE, COMPLETE, RESUME, "transformer", "epochs")
+
+
+def check_users_files(out: Path, force: bool) -> None:
+    """A folder ``out`` that is not a run of ours holds the user's files: refused without
+    ``force``, and even with it where one has the name of a run's file (it would be replaced)."""
+    names = sorted(path.name for path in out.iterdir())
+    shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+    if names and not force:
+        raise UserError(f"{out}: holds files that are not a run's ({shown}); choose a new or empty folder "
+                        "for --out, or pass --force to write the run's files beside them")
+    clash = [name for name in names if name in RUN_NAMES]
+    if clash:
+        raise UserError(f"{out}: holds {', '.join(clash)}, not a run's, which the run's files would replace; "
+                        "move them out, or choose a new or empty folder for --out")
