@@ -49,7 +49,7 @@ from rationale_cli.runtime.signals import writing
 from rationale_cli.training.callbacks import ConsoleReport, RunDirectory, TimeLimit
 from rationale_cli.training.checkpoint import RESUME, data_fingerprint, load_checkpoint
 from rationale_cli.training.distributed import local_device, rank
-from rationale_cli.training.endings import chance, ending_warnings
+from rationale_cli.training.endings import budget_warning, chance, ending_warnings
 from rationale_cli.training.loop import Callback, Diverged, FitState, fit
 from rationale_cli.training.support import copy_selector, supported
 
@@ -115,6 +115,8 @@ def new_model(config: TrainConfig, train: list[Record], valid: list[Record], con
         console.print(f"note: the labels are whole numbers, read as {task.outputs} classes "
                       f"({', '.join(task.labels)}); for a regression, give them as 'score' values in [0, 1] "
                       "(star ratings rescaled, e.g. (stars - 1) / 4)", highlight=False)
+    if console is not None and (whole := budget_warning(config, train)):
+        console.print(f"warning: {whole}", style="yellow", highlight=False)
     support = None
     if config.support:  # two-stage: the support run's vocabulary and selector side
         config, support = supported(config)
@@ -276,8 +278,10 @@ def train_run(
         raise UserError(f"{where}training diverged at {err}, before any epoch finished, so no model was saved; "
                         "try a lower --lr") from None
     target = config.rate_target() if selector is None and not config.support else None  # a support decodes as fixed
-    state.warnings = ending_warnings(config, state.best["valid"], chance(task, train, valid), target)
-    if out is not None and rank() == 0 and state.warnings:
+    level = chance(task, train, valid)
+    state.best["valid"].update(level.columns())  # the chance level of the table is the warning's
+    state.warnings = ending_warnings(config, state.best["valid"], level, target)
+    if out is not None and rank() == 0:
         with writing():
             write_json(out / "metrics.json", state.metrics())
     return Trained(config, vocab, task, model, state, reference)
