@@ -633,3 +633,11 @@ def test_train_force_never_replaces_a_users_file_named_as_a_run_file(tmp_path):
     refused(invoke("train", "--data", "demo", "--out", out, *TINY, "--force"),
             f"{out}: holds config.json, not a run's, which the run's files would replace")
     assert snapshot(out) == before
+
+
+def test_predict_refuses_an_id_seen_before_naming_both_lines(run_dir, tmp_path):
+    data = tmp_path / "dup.jsonl"
+    data.write_text("".join(json.dumps({"id": name, "text": "a fine beer"}) + "\n" for name in ("a", "b", "a")))
+    out = tmp_path / "p.jsonl"
+    refused(invoke("predict", run_dir, data, "--out", out), f"{data}:3: id 'a' again (first at {data}:1)")
+    assert not out.exists()
