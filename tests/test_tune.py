@@ -347,3 +347,29 @@ def test_a_study_folder_that_cannot_be_made_is_one_line(data, tmp_path):
         result = invoke(*tune_args(data, out, "--trials", 1))
         assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
         assert result.output.startswith(f"error: {out}: cannot write here") and expected in result.output
+
+
+def test_the_leaderboard_off_a_terminal_is_whole_and_importances_not_computed_are_said():
+    import io
+    from types import SimpleNamespace
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from rationale_cli.cli._util import print_whole
+    from rationale_cli.output.study_report import effects_html
+
+    table = Table()
+    table.add_column("trial")
+    table.add_column("params")
+    table.add_row("0", " ".join(f"option_{i}=0.00{i}" for i in range(12)))
+    out = io.StringIO()
+    print_whole(Console(file=out, width=80), table)
+    assert "option_0=0.000 " in out.getvalue() and "option_11=0.0011 " in out.getvalue()
+    assert len(out.getvalue().splitlines()) == 5  # top, header, rule, the row on one line, bottom
+    board = SimpleNamespace(effects={"lr": {"spearman": -1.0, "trials": 3}}, importance=None)
+    page = effects_html(board)
+    assert "importances were not computed (they need at least 5 complete trials)" in page
+    assert "importance (Optuna)" not in page and ">-<" not in page
+    board.importance = {"lr": 0.9}
+    assert "importance (Optuna)" in effects_html(board) and "0.9" in effects_html(board)

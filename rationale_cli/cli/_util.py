@@ -105,6 +105,20 @@ def print_line(line: str) -> None:
     stderr().print(line, highlight=False)
 
 
+def print_whole(console: Console, table: Table) -> None:
+    """``table`` on ``console``; off a terminal at its full width, no cell wrapped or cut (a file
+    or a pipe has no width to fit)."""
+    if console.is_terminal:
+        console.print(table)
+        return
+    fitted = console.width
+    console.width = max(fitted, console.measure(table, options=console.options.update_width(10_000)).maximum)
+    try:
+        console.print(table)
+    finally:
+        console.width = fitted
+
+
 def stdout() -> Console:
     return SafeConsole(markup=False)
 
