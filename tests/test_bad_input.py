@@ -624,16 +624,6 @@ def test_resume_takes_the_original_command_and_refuses_only_what_it_changes(tmp_
     assert len(json.loads((out / "metrics.json").read_text())["history"]) == 2
 
 
-def test_train_force_never_replaces_a_users_file_named_as_a_run_file(tmp_path):
-    out = tmp_path / "mine"
-    out.mkdir()
-    (out / "config.json").write_text('{"mine": 1}\n')
-    (out / "notes.txt").write_text("keep\n")
-    before = snapshot(out)
-    refused(invoke("train", "--data", "demo", "--out", out, *TINY, "--force"),
-            f"{out}: holds config.json, not a run's, which the run's files would replace")
-    assert snapshot(out) == before
-
 
 def test_predict_refuses_an_id_seen_before_naming_both_lines(run_dir, tmp_path):
     data = tmp_path / "dup.jsonl"
