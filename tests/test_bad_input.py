@@ -71,6 +71,7 @@ def classifier(tmp_path_factory):
     (lambda run, tmp: ["explain", run, "a fine beer", "--html", tmp / "nodir" / "p.html"], "no such folder"),
     (lambda run, tmp: ["evaluate", run, "demo", "--json", tmp / "nodir" / "m.json"], "no such folder"),
     (lambda run, tmp: ["evaluate", run, "demo", "--json", tmp], "is a folder"),
+    (lambda run, tmp: ["merge", EXAMPLES / "reviews.txt", "--out", tmp, "--force"], "is a folder"),
     (lambda run, tmp: ["train", "--data", "demo", "--out", tmp / "afile" / "run", *TINY], "cannot create"),
     (lambda run, tmp: ["train", "--data", "demo", "--out", tmp / "afile", *TINY], "is a file"),
     (lambda run, tmp: ["predict", run, EXAMPLES / "reviews.txt", "--out", "OUT", "--batch-size", "0"], "--batch-size 0"),
@@ -581,3 +582,52 @@ def test_whole_number_labels_are_classes_and_the_line_says_so(tmp_path):
     result = invoke("train", "--data", data, "--valid", data, "--out", tmp_path / "run", "--no-reference", *TINY)
     assert result.exit_code == 0, result.output
     assert "note: the labels are whole numbers, read as 3 classes (1, 3, 5)" in result.output
+
+
+@pytest.mark.parametrize("damage", ["not gzip", "truncated"])
+def test_a_damaged_gz_input_to_predict_is_one_line_and_writes_nothing(run_dir, tmp_path, damage):
+    import gzip
+
+    whole = gzip.compress(b'{"text": "a fine beer"}\n' * 200)
+    source = tmp_path / "in.jsonl.gz"
+    source.write_bytes(b"plain text, not gzip\n" if damage == "not gzip" else whole[: len(whole) // 2])
+    out = tmp_path / "p.jsonl"
+    failed(invoke("predict", run_dir, source, "--out", out), str(source), "cannot read")
+    assert not out.exists()
+
+
+def test_escape_sequences_and_bidi_controls_from_files_never_reach_the_terminal(run_dir, tmp_path):
+    """A CSV header and a file name holding ESC sequences (a window title, colours) and U+202E
+    are quoted in the error line as U+FFFD, which stays one line."""
+    table = tmp_path / "reviews.csv"
+    table.write_text("te\x1b]0;owned\x07xt\u202eabc,score\nfine,0.5\n", encoding="utf-8")
+    result = invoke("train", "--data", table, "--out", tmp_path / "run")
+    refused(result, "no column 'text'", "te\ufffd]0;owned\ufffdxt\ufffdabc")
+    named = tmp_path / "a\x1b[31m\u202ename\nx.jsonl"
+    result = invoke("predict", run_dir, named, "--out", tmp_path / "p.jsonl")
+    refused(result, "a\ufffd[31m\ufffdname\ufffdx.jsonl: no such file")
+    assert not any(char in result.output for char in "\x1b\x07\u202e")
+
+
+def test_resume_takes_the_original_command_and_refuses_only_what_it_changes(tmp_path):
+    data = tmp_path / "train.jsonl"
+    data.write_text("".join(json.dumps({"text": f"{word} beer {i}", "score": score}) + "\n"
+                            for i in range(20) for word, score in (("good", 0.9), ("bad", 0.1))))
+    out = tmp_path / "run"
+    command = ["train", "--data", data, "--out", out, *TINY, "--budget", "0.3", "--lr", "0.002", "--no-reference"]
+    assert invoke(*command).exit_code == 0
+    refused(invoke(*command, "--resume"), f"{out}: already trained for 1 epoch; give --epochs more than 1")
+    refused(invoke(*command, "--lr", "0.003", "--epochs", "2", "--resume"),
+            "--resume goes on with the run's own options; it cannot change --lr")
+    result = invoke(*command, "--epochs", "2", "--resume")
+    assert result.exit_code == 0, result.output
+    assert len(json.loads((out / "metrics.json").read_text())["history"]) == 2
+
+
+
+def test_predict_refuses_an_id_seen_before_naming_both_lines(run_dir, tmp_path):
+    data = tmp_path / "dup.jsonl"
+    data.write_text("".join(json.dumps({"id": name, "text": "a fine beer"}) + "\n" for name in ("a", "b", "a")))
+    out = tmp_path / "p.jsonl"
+    refused(invoke("predict", run_dir, data, "--out", out), f"{data}:3: id 'a' again (first at {data}:1)")
+    assert not out.exists()

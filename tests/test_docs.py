@@ -297,6 +297,18 @@ def test_a_broken_example_fails(runner, tmp_path):
         runner.invoke(runner.folder("failing"), ["explain", "runs/none", "text"], "broken.md")
 
 
+@pytest.mark.skipif(not (ROOT / ".git").exists() or shutil.which("git") is None, reason="needs the git checkout")
+def test_the_files_the_tutorial_writes_are_ignored_by_git():
+    import subprocess
+
+    written = [words[at + 1] for block in blocks(DOCS / "tutorial.md") for words in command_lines(block.body)
+               for at, word in enumerate(words[:-1]) if word in ("--out", "--json", "--html", "--per-document")]
+    assert "metrics.json" in written
+    ignored = subprocess.run(["git", "check-ignore", "--no-index", *written], cwd=ROOT, capture_output=True,
+                             text=True).stdout.split()
+    assert sorted(set(written) - set(ignored)) == []
+
+
 def test_command_lines_are_split_as_a_shell_would():
     body = ("rationale predict RUN - --out - < reviews.jsonl | jq .prediction   # a comment\n"
             "torchrun --nproc-per-node 2 -m rationale_cli train \\\n  --data demo --out runs/ddp\n")

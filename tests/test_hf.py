@@ -128,6 +128,27 @@ def test_bad_pretrained_folders_get_one_line_and_exit_2(tmp_path, tiny):
         assert expected in result.output and len(result.output.strip().splitlines()) == 1, result.output
 
 
+@pytest.mark.parametrize("offline", [False, True])
+def test_a_hub_name_neither_cached_nor_reachable_is_one_line_at_once(tmp_path, monkeypatch, offline):
+    """No minute of retries: a hub that refuses the connection, or HF_HUB_OFFLINE, is one line."""
+    import time
+
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")  # the discard port: refused
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", offline)
+    for key in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(key, raising=False)
+    started = time.monotonic()
+    result = CliRunner().invoke(app, ["train", "--data", "demo", "--encoder", "hf", "--pretrained",
+                                      "no-such-org/no-such-model", "--out", str(tmp_path / "run")])
+    assert result.exit_code == 2 and time.monotonic() - started < 20, result.output
+    line = result.output.strip()
+    assert len(line.splitlines()) == 1 and "not in the local cache of the hub" in line, line
+    assert ("HF_HUB_OFFLINE is set" if offline else "http://127.0.0.1:9) cannot be reached") in line, line
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_run_without_its_transformer_folder_gets_one_line(tmp_path, hf_run):
     out = tmp_path / "run"
     shutil.copytree(hf_run[0], out)

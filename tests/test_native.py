@@ -4,6 +4,8 @@ selected whole and fractional gates; and the fallback where nothing can be compi
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 
 import pytest
@@ -252,20 +254,50 @@ def test_a_build_says_so_removes_older_builds_and_a_failed_one_stops_the_others(
         assert "compiling rcnn_steps.c" in capfd.readouterr().err
         assert not older.exists() and other.exists() and len(list(folder.glob("rcnn_steps-*.so"))) == 1
         calls = []
-        real_run = native.subprocess.run
+        real_compile = native._compile
 
-        def hung(command, **kwargs):
+        def hung(command):
             calls.append(command)
-            raise native.subprocess.TimeoutExpired(command, kwargs["timeout"])
+            raise native.subprocess.TimeoutExpired(command, native.COMPILE_SECONDS)
 
-        monkeypatch.setattr(native.subprocess, "run", hung)
+        monkeypatch.setattr(native, "_compile", hung)
         native.library.cache_clear()
         assert native.library("kbest") is None and native.library("tv_prox") is None
         assert len(calls) == 1 and "did not compile" in capfd.readouterr().err
         assert not list(folder.glob(".kbest*")) and not list(folder.glob("kbest-*"))
-        monkeypatch.setattr(native.subprocess, "run", real_run)
+        monkeypatch.setattr(native, "_compile", real_compile)
     finally:
         native.library.cache_clear()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_compiler_that_hangs_is_killed_with_every_process_it_started(monkeypatch, tmp_path):
+    """A compiler that starts a helper (as cc starts cc1) and hangs: after COMPILE_SECONDS both
+    are gone, and no library is built."""
+    pids = tmp_path / "pids"
+    compiler = tmp_path / "cc"
+    compiler.write_text(f"#!/bin/sh\nsleep 60 &\necho $$ $! > {pids}\nsleep 60\n")
+    compiler.chmod(0o755)
+    monkeypatch.setenv("CC", str(compiler))
+    monkeypatch.setattr(native, "_folders", lambda: [tmp_path / "cache"])
+    monkeypatch.setattr(native, "_compiler_failed", False)
+    monkeypatch.setattr(native, "COMPILE_SECONDS", 1)
+    native.library.cache_clear()
+    try:
+        assert native.library("kbest") is None
+    finally:
+        native.library.cache_clear()
+    assert not any(alive(pid) for pid in map(int, pids.read_text().split()))
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, killed but not yet reaped, does not)."""
+    try:
+        os.kill(pid, 0)
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (ProcessLookupError, FileNotFoundError):
+        return False
 
 
 def test_a_library_is_built_and_loaded_only_in_a_folder_no_one_else_can_write(monkeypatch, tmp_path):

@@ -42,6 +42,13 @@ def test_tokenize_offsets_map_back_onto_text(text):
     assert all(t.strip() == t and t for t in tokens)
 
 
+def test_control_characters_split_tokens_as_spaces_do_and_stay_out_of_them():
+    text = "good\x00beer \x1b[31mred\x7fhead\x85end"
+    tokens, offsets = tokenize(text)
+    assert tokens == ["good", "beer", "[", "31mred", "head", "end"]
+    assert all(text[s:e] == t for t, (s, e) in zip(tokens, offsets))
+
+
 def test_tokenize_splits_punctuation_and_clitics():
     assert tokenize("Don't stop.")[0] == ["Do", "n't", "stop", "."]
 

@@ -100,9 +100,10 @@ def test_selection_shorter_than_tokens_is_padded_longer_is_an_error():
 
 
 def test_terminal_escapes_control_sequences():
-    record = Record(id="evil\x1b[2J", tokens=["a\x1b[31mred", "b"])
-    output = console_output(render_terminal(record, [1, 0], "p\x07"), no_color=True)
+    record = Record(id="evil\x1b[2J", tokens=["a\x1b[31mred", "b\u202egnp.exe", "c\u2066d"])
+    output = console_output(render_terminal(record, [1, 0, 0], "p\x07"), no_color=True)
     assert "\x1b" not in output and "\x07" not in output
+    assert "\u202e" not in output and "\u2066" not in output and "b\ufffdgnp.exe" in output
 
 
 def test_html_escapes_and_is_self_contained():

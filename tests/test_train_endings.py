@@ -195,3 +195,32 @@ def test_train_stopped_by_sigterm_keeps_its_last_epoch_and_goes_on_with_resume(t
     result = runner.invoke(app, ["train", "--out", str(out), "--resume", "--epochs", str(done + 1)])
     assert result.exit_code == 0, result.output
     assert f"resuming after epoch {done}" in result.output
+
+
+def test_the_chance_level_of_trains_table_is_the_one_its_warning_names(tmp_path):
+    """Training mean 0.5, validation all 0.9: chance is (0.9 - 0.5)^2 = 0.16 in the table and in
+    metrics.json, not the validation labels' own variance (0)."""
+    train, valid = tmp_path / "train.jsonl", tmp_path / "valid.jsonl"
+    train.write_text("".join(json.dumps({"text": f"{word} beer", "score": score}) + "\n"
+                             for _ in range(20) for word, score in (("good", 0.9), ("bad", 0.1))))
+    valid.write_text(json.dumps({"text": "good beer", "score": 0.9}) + "\n")
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["train", "--data", str(train), "--valid", str(valid), "--out", str(out), *TINY,
+                                 "--extractor", "attention", "--epochs", "1", "--no-reference"])
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.output.splitlines() if line.startswith("│ mse "))
+    assert row.split("│")[3].strip() == "0.16000", result.output
+    saved = json.loads((out / "metrics.json").read_text())
+    assert math.isclose(saved["valid"]["mse_of_mean"], 0.16, rel_tol=1e-5)
+
+
+@pytest.mark.parametrize("budget, expected", [("1000000", "--budget k=1000000: 1,000,000 tokens, at least the "
+                                                           "longest training document's 2: every token is selected"),
+                                              ("1.0", "--budget 1: a share of 1: every token is selected"),
+                                              ("0.5", None)])
+def test_a_budget_that_holds_every_token_is_warned_before_training(budget, expected):
+    from rationale_cli.training.endings import budget_warning
+
+    config = from_values({"data": "demo", "extractor": "topk", "budget": budget})
+    found = budget_warning(config, records([0.1, 0.9]))
+    assert found is None if expected is None else expected in found, found

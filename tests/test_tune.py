@@ -312,3 +312,64 @@ def test_options_at_their_defaults_leave_a_study_the_same(tmp_path):
     open_study(store, "s", {**saved, "options": {"epochs": 3}}, comparable=without_defaults)  # a release lists fewer
     with pytest.raises(UserError, match="epochs was 3, now 4"):
         open_study(store, "s", {**saved, "options": {"epochs": 4}}, comparable=without_defaults)
+
+
+def test_a_read_only_or_locked_study_database_is_one_line(data, tmp_path, monkeypatch):
+    """A database that cannot be written, or that another process keeps locked (past the wait,
+    here half a second), is one line naming it: no traceback, no silent wait."""
+    import sqlite3
+
+    from rationale_cli.tuning import storage
+
+    out = tmp_path / "study"
+    assert invoke(*tune_args(data, out, "--trials", 1, "--epochs", 1)).exit_code == 0
+    database = out / "study.db"
+    read_only = f"sqlite:///file:{database}?mode=ro&uri=true"
+    result = invoke(*tune_args(data, out, "--trials", 2, "--epochs", 1, "--storage", read_only))
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+    assert "cannot write the study's database (attempt to write a readonly database)" in result.output
+    monkeypatch.setattr(storage, "SQLITE_WAIT", 0.5)
+    holder = sqlite3.connect(database, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        result = invoke(*tune_args(data, out, "--trials", 2, "--epochs", 1))
+    finally:
+        holder.close()
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+    assert "(database is locked); another process has held a lock on it" in result.output
+
+
+def test_a_study_folder_that_cannot_be_made_is_one_line(data, tmp_path):
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    for out, expected in ((loop, "a loop of symbolic links"), (loop / "study", "a loop of symbolic links"),
+                          (Path("/proc/no-study"), "cannot write here")):
+        result = invoke(*tune_args(data, out, "--trials", 1))
+        assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1, result.output
+        assert result.output.startswith(f"error: {out}: cannot write here") and expected in result.output
+
+
+def test_the_leaderboard_off_a_terminal_is_whole_and_importances_not_computed_are_said():
+    import io
+    from types import SimpleNamespace
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from rationale_cli.cli._util import print_whole
+    from rationale_cli.output.study_report import effects_html
+
+    table = Table()
+    table.add_column("trial")
+    table.add_column("params")
+    table.add_row("0", " ".join(f"option_{i}=0.00{i}" for i in range(12)))
+    out = io.StringIO()
+    print_whole(Console(file=out, width=80), table)
+    assert "option_0=0.000 " in out.getvalue() and "option_11=0.0011 " in out.getvalue()
+    assert len(out.getvalue().splitlines()) == 5  # top, header, rule, the row on one line, bottom
+    board = SimpleNamespace(effects={"lr": {"spearman": -1.0, "trials": 3}}, importance=None)
+    page = effects_html(board)
+    assert "importances were not computed (they need at least 5 complete trials)" in page
+    assert "importance (Optuna)" not in page and ">-<" not in page
+    board.importance = {"lr": 0.9}
+    assert "importance (Optuna)" in effects_html(board) and "0.9" in effects_html(board)

@@ -25,6 +25,11 @@ def test_train_refuses_a_folder_of_someone_elses_files_and_keeps_them(tmp_path):
     result = invoke("train", "--data", "demo", "--out", folder, *SMALL)
     assert result.exit_code == 2 and "holds files that are not a run's (config.json, notes.txt)" in result.output
     assert (folder / "config.json").read_text() == '{"my": "settings"}\n' and len(list(folder.iterdir())) == 2
+    forced = invoke("train", "--data", "demo", "--out", folder, "--force", *SMALL)  # config.json would be replaced
+    assert forced.exit_code == 2 and len(forced.output.strip().splitlines()) == 1, forced.output
+    assert f"{folder}: holds config.json, not a run's, which the run's files would replace" in forced.output
+    assert (folder / "config.json").read_text() == '{"my": "settings"}\n' and len(list(folder.iterdir())) == 2
+    (folder / "config.json").rename(tmp_path / "config.json")
     forced = invoke("train", "--data", "demo", "--out", folder, "--force", *SMALL)
     assert forced.exit_code == 0, forced.output
     assert (folder / "notes.txt").read_text() == "keep me\n" and (folder / "model.safetensors").is_file()

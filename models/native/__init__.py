@@ -26,7 +26,8 @@ compiler (``cc``, or ``$CC``) into the user's cache folder (``$XDG_CACHE_HOME/ra
 else a temporary folder) and loaded with :mod:`ctypes`: ``pip install`` needs no compiler.
 Each build says so on standard error (once per source, compiler and CPU) and removes the
 loop's older builds from that folder; a build that fails or outlasts :data:`COMPILE_SECONDS`
-turns the compiler off for the process, so the other loops do not wait on it too.
+turns the compiler off for the process, so the other loops do not wait on it too (one that
+outlasts it is killed with every process it started).
 Where the platform has no user ids (Windows), a cache folder is used without the ownership
 check.
 Where there is none, a build fails, the tensors are not of the loop's type (float32; float64
@@ -44,6 +45,7 @@ import hashlib
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -93,6 +95,25 @@ def _own(folder: Path) -> bool:
 _compiler_failed = False  # a build failed or timed out: no other build is tried in this process
 
 
+def _compile(command: list[str]) -> None:
+    """Run the compiler in a process group of its own; one that outlasts :data:`COMPILE_SECONDS`
+    is killed with the whole group (cc's cc1, as and ld too), so none is left behind."""
+    own_group = hasattr(os, "killpg")  # POSIX
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=own_group)
+    try:
+        code = process.wait(timeout=COMPILE_SECONDS)
+    except BaseException:  # the timeout, or a stop signal
+        if own_group:
+            os.killpg(process.pid, signal.SIGKILL)
+        else:
+            process.kill()
+        process.wait()
+        raise
+    if code:
+        raise subprocess.CalledProcessError(code, command)
+
+
 def _build(compiler: str, source: Path, folder: Path, target: Path) -> None:
     """Compile ``source`` into ``target`` (whole or not at all), saying so, then remove the
     loop's older builds in ``folder``."""
@@ -100,8 +121,7 @@ def _build(compiler: str, source: Path, folder: Path, target: Path) -> None:
     sys.stderr.write(f"rationale: compiling {source.name} for this CPU (once)\n")
     partial = folder / f".{target.name}.{os.getpid()}"
     try:
-        subprocess.run([compiler, *FLAGS, str(source), "-o", str(partial), "-lm"], check=True,
-                       capture_output=True, timeout=COMPILE_SECONDS)
+        _compile([compiler, *FLAGS, str(source), "-o", str(partial), "-lm"])
     except (OSError, subprocess.SubprocessError):
         _compiler_failed = True
         partial.unlink(missing_ok=True)

@@ -47,7 +47,7 @@ from rationale_cli.runs.inference import Output
 from rationale_cli.runs.run_directory import WEIGHTS, Run
 from rationale_cli.runtime.allocator import keep_freed_memory
 from rationale_cli.runtime.atomic import text_output, writable_target, write_failure, write_text_atomic
-from rationale_cli.runtime.errors import UserError
+from rationale_cli.runtime.errors import UserError, plural
 from rationale_cli.runtime.outputs import exists_error, output_lock
 from rationale_cli.runtime.signals import Stopped, stop_on_signals, writing
 
@@ -258,8 +258,8 @@ def annotate_into(job: Job, dest: Path | None, run: Run, records: Iterable[Recor
         raise
     if stopped is not None and not resumable:
         if direct:
-            raise UserError(f"stopped by signal {stopped}: {job.out} holds the first {tally.documents:,} "
-                            "documents and cannot be continued")
+            raise UserError(f"stopped by signal {stopped}: {job.out} holds the first "
+                            f"{plural(tally.documents, 'document')} and cannot be continued")
         discard(dest)
         raise UserError(f"stopped by signal {stopped}: {job.out} cannot be continued, so nothing was written")
     tally.seconds = time.perf_counter() - began
@@ -285,16 +285,20 @@ def record_shard(job: Job, out: Path, identity: dict) -> None:
 
 def count_documents(path: str) -> int | None:
     """Lines in a plain or gzip file, read as bytes in blocks (the documents of a text,
-    JSONL or beer file; one more than a table's rows): a total for the progress bar."""
+    JSONL or beer file; one more than a table's rows): a total for the progress bar, None
+    where it cannot be read to the end (the reading itself then says why, in one line)."""
     source = Path(path)
     if not source.is_file():
         return None
     opener = gzip.open if source.name.endswith(".gz") else open
     lines, last = 0, b"\n"
-    with opener(source, "rb") as handle:
-        while block := handle.read(1 << 20):
-            lines += block.count(b"\n")
-            last = block[-1:]
+    try:
+        with opener(source, "rb") as handle:
+            while block := handle.read(1 << 20):
+                lines += block.count(b"\n")
+                last = block[-1:]
+    except (EOFError, OSError):  # a damaged or truncated .gz
+        return None
     return lines + (last != b"\n")
 
 

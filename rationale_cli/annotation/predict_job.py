@@ -125,8 +125,8 @@ class PredictRequest:
 
     def records(self, source: str, config) -> Iterator[Record]:
         """The documents of ``source`` (the input, or the file standard input was kept in), as a run
-        of ``config`` reads them (unlabelled)."""
-        return sources.run_documents(source, config, labelled=False, **self.reader)
+        of ``config`` reads them (unlabelled), each id once (:func:`unique_ids`)."""
+        return unique_ids(sources.run_documents(source, config, labelled=False, **self.reader))
 
     def total(self, source: str) -> int | None:
         """The documents of ``source``, for a progress bar; None where not known in advance (a shard's)."""
@@ -207,6 +207,19 @@ def predict(request: PredictRequest, *, progress: Progress = no_progress,
         tally, stopped = annotate(request.job(source, decoding), loaded, request.records(source, loaded.config),
                                   device, force=request.force, progress=advance)
     return Predicted.of(request.out, tally, stopped, decoding)
+
+
+def unique_ids(records: Iterator[Record]) -> Iterator[Record]:
+    """``records``, with one error line at the first id seen before: ``score`` and ``evaluate``
+    match predictions to documents by id."""
+    seen: dict[str, str] = {}
+    for record in records:
+        if record.id in seen:
+            raise UserError(f"{record.where}: id {record.id!r} again (first at {seen[record.id]}); each document "
+                            "needs its own id, which score and evaluate match predictions by (--id-field names "
+                            "the field or column that holds them)")
+        seen[record.id] = record.where
+        yield record
 
 
 def annotate_on_dask(request: PredictRequest, source: str) -> int:

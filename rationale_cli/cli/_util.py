@@ -20,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from rationale_cli.data.readers import FORMATS
-from rationale_cli.runtime.errors import UserError
+from rationale_cli.runtime.errors import UserError, plural, terminal_text
 
 
 def unlabelled_help(cls):
@@ -75,9 +75,29 @@ def main_options(
     """Rationale extraction: train select-then-predict models, then predict, explain and evaluate their rationales."""
 
 
+class SafeConsole(Console):
+    """A console whose printed strings and texts go through
+    :func:`~rationale_cli.runtime.errors.terminal_text`: a file's name or content quoted in a
+    message cannot drive the terminal."""
+
+    def print(self, *objects, **kwargs) -> None:
+        super().print(*(safe(item) for item in objects), **kwargs)
+
+
+def safe(item):
+    """A string or rich Text with its control and bidirectional characters shown as U+FFFD."""
+    if isinstance(item, str):
+        return terminal_text(item)
+    if isinstance(item, Text):
+        shown = item.copy()
+        shown.plain = terminal_text(item.plain)  # one for one unless a CR is dropped
+        return shown
+    return item
+
+
 def stderr() -> Console:
     """Progress and messages; no markup, so paths and texts print as they are."""
-    return Console(stderr=True, soft_wrap=True, markup=False)
+    return SafeConsole(stderr=True, soft_wrap=True, markup=False)
 
 
 def print_line(line: str) -> None:
@@ -85,8 +105,22 @@ def print_line(line: str) -> None:
     stderr().print(line, highlight=False)
 
 
+def print_whole(console: Console, table: Table) -> None:
+    """``table`` on ``console``; off a terminal at its full width, no cell wrapped or cut (a file
+    or a pipe has no width to fit)."""
+    if console.is_terminal:
+        console.print(table)
+        return
+    fitted = console.width
+    console.width = max(fitted, console.measure(table, options=console.options.update_width(10_000)).maximum)
+    try:
+        console.print(table)
+    finally:
+        console.width = fitted
+
+
 def stdout() -> Console:
-    return Console(markup=False)
+    return SafeConsole(markup=False)
 
 
 def friendly(command):
@@ -97,7 +131,7 @@ def friendly(command):
         try:
             return command(*args, **kwargs)
         except UserError as err:
-            stderr().print(Text(f"error: {err}", style="bold red"), soft_wrap=True)
+            stderr().print(Text(f"error: {terminal_text(str(err), one_line=True)}", style="bold red"), soft_wrap=True)
             raise typer.Exit(2) from None
         except FloatingPointError as err:  # a model whose scores left the range its extractor can use
             stderr().print(Text(f"error: non-finite or out-of-range values in the model ({err})", style="bold red"),
@@ -267,7 +301,7 @@ def print_scores(metrics: dict, title: str, json_out: Optional[Path], per_docume
         stderr().print(f"wrote {json_out}", highlight=False)
     if per_document is not None:
         write_document_scores(per_document, rows)
-        stderr().print(f"wrote {len(rows):,} document scores to {per_document}", highlight=False)
+        stderr().print(f"wrote {plural(len(rows), 'document score')} to {per_document}", highlight=False)
 
 
 # --------------------------------------------------------------------------- #

@@ -24,7 +24,7 @@ from rationale_cli.cli._util import (
 )
 from rationale_cli.runs.inference import asked_decoding
 from rationale_cli.runs.run_directory import load_for_inference
-from rationale_cli.runtime.errors import check_at_least
+from rationale_cli.runtime.errors import check_at_least, plural
 from rationale_cli.runtime.outputs import new_output
 
 
@@ -60,7 +60,7 @@ def explain(
     console = stderr() if str(html) == "-" else stdout()  # standard output holds the page then
     items = print_documents(console, results)
     if more:
-        stderr().print(f"the first {limit} document{'s' if limit != 1 else ''} of {input} shown; it has more (--limit N, or --limit 0 for all)",
+        stderr().print(f"the first {plural(limit, 'document')} of {input} shown; it has more (--limit N, or --limit 0 for all)",
                        highlight=False)
     if html is not None:
         write_text_atomic(html, render_html(items, title=f"Rationales of {run.name}"))

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from rationale_cli.cli._util import Command, app, friendly, stderr
+from rationale_cli.runtime.errors import plural
 
 
 @app.command(cls=Command)
@@ -26,4 +27,4 @@ def merge(
     from rationale_cli.annotation.predict_job import merge_outputs
 
     count = merge_outputs(parts, out, force)
-    stderr().print(f"wrote {count:,} predictions to {out}", highlight=False)
+    stderr().print(f"wrote {plural(count, 'prediction')} to {out}", highlight=False)

@@ -30,6 +30,7 @@ from rationale_cli.cli._util import (
     signal_name,
     stderr,
 )
+from rationale_cli.runtime.errors import plural
 
 if TYPE_CHECKING:
     from rationale_cli.annotation.predict_job import Predicted
@@ -99,7 +100,7 @@ def print_outcome(done: Predicted) -> None:
     """What predict says at the end, on standard error: what it wrote (or where it stopped and
     how to continue), and a warning when most tokens were unknown to the model."""
     if done.engine == "dask":
-        print_line(f"wrote {done.documents:,} predictions to {done.out}")
+        print_line(f"wrote {plural(done.documents, 'prediction')} to {done.out}")
         return
     where = done.where
     if done.stopped is not None:  # only the partial output is there: OUT is written when the run completes
@@ -109,7 +110,7 @@ def print_outcome(done: Predicted) -> None:
     else:
         if done.resumed:
             where += f" after the {done.resumed:,} of the interrupted run"
-        print_line(f"wrote {done.documents:,} predictions to {where}: {done.tokens:,} tokens, "
+        print_line(f"wrote {plural(done.documents, 'prediction')} to {where}: {done.tokens:,} tokens, "
                    f"{100 * done.unknown_share:.1f}% unknown to the model's vocabulary, {done.speed:,.0f} "
                    "documents/s")
     if done.mostly_unknown:

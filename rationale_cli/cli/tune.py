@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from rationale_cli.cli._util import Command, app, friendly, signal_name, stderr, stdout
+from rationale_cli.cli._util import Command, app, friendly, print_whole, signal_name, stderr, stdout
 from rationale_cli.cli.train import train_parameters
 
 SEARCH_PANEL = "Search"
@@ -61,7 +61,7 @@ def tune(out: Path, trials: int, storage: Optional[str], search_space: Optional[
             "no trial finished"
         say(f"stopped by {signal_name(stop.signal)} ({done}); run the same command again to go on with the study")
         raise typer.Exit(128 + stop.signal) from None
-    stdout().print(leaderboard_table(tuned.leaderboard))
+    print_whole(stdout(), leaderboard_table(tuned.leaderboard))
     say(f"wrote {tuned.path}")
     best = tuned.best
     if best is None:

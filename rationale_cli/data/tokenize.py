@@ -7,6 +7,7 @@ tokens maps back onto the user's raw text. spaCy is imported on first use only.
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from itertools import accumulate, repeat
 from operator import add
@@ -17,6 +18,8 @@ RUNS_KEPT = 1 << 17  # whitespace-free runs whose tokens are kept (a corpus's wo
 # replacing both (never emptied in place), so a call that took them keeps a whole view.
 _runs: dict[str, tuple[Span, ...]] = {}
 _split: set[str] = set()
+# control characters that are not whitespace (NUL, ESC, ...): they separate tokens as a space does
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1b\x7f-\x9f]")
 
 
 @lru_cache(maxsize=1)
@@ -34,7 +37,8 @@ def _tokenizer():
 def tokenize(text: str) -> tuple[list[str], list[Span]]:
     """Token texts and their character ``(start, end)`` offsets in ``text``.
 
-    Whitespace is dropped, so ``text[start:end] == token`` for each pair. spaCy's tokenizer
+    Whitespace and control characters (a NUL, an ESC) are dropped, so ``text[start:end] ==
+    token`` for each pair and no token holds a control character. spaCy's tokenizer
     cuts a text at whitespace first and tokenizes each run of other characters, so each
     distinct run is tokenized once, alone, and its tokens kept here (:data:`RUNS_KEPT` runs
     at most): a repeated word costs a lookup, and a text of any length is read run by run.
@@ -44,6 +48,8 @@ def tokenize(text: str) -> tuple[list[str], list[Span]]:
     are), the runs' offsets are sums of their lengths, and only the runs that are not one
     token are looked at one by one.
     """
+    if _CONTROL.search(text):
+        text = _CONTROL.sub(" ", text)  # one for one: the offsets hold in the text given
     runs = text.split()  # at the characters spaCy calls whitespace (str.isspace)
     kept, split = _runs, _split
     learned = _learn(list(set(runs).difference(kept)))

@@ -21,7 +21,6 @@ records are shown as their tokens joined by single spaces.
 from __future__ import annotations
 
 import html
-import re
 from typing import Any, Iterable, Mapping, Sequence
 
 from rich.console import Group, RenderableType
@@ -29,6 +28,7 @@ from rich.text import Text
 
 from rationale_cli.data.records import Record
 from rationale_cli.output.prediction import format_prediction
+from rationale_cli.runtime.errors import terminal_text
 
 __all__ = [
     "HIT",
@@ -156,14 +156,6 @@ def _runs(categories: list[str]) -> list[tuple[str, int, int]]:
 # --------------------------------------------------------------------------- #
 # terminal
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def _clean(text: str) -> str:
-    """Keep user text from driving the terminal: escape sequences and other
-    control characters become U+FFFD; CR and CRLF become LF."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return _CONTROL.sub("\ufffd", text)
 
 
 def document_text(record: Record, selected: Sequence[int | bool], *, markers: bool = True) -> Text:
@@ -178,12 +170,12 @@ def document_text(record: Record, selected: Sequence[int | bool], *, markers: bo
     gaps, words, tail = _layout(record)
     out = Text()
     for category, start, end in _runs(categories):
-        out.append(_clean(gaps[start]))
+        out.append(terminal_text(gaps[start]))
         if category == PLAIN:
             for i in range(start, end):
                 if i > start:
-                    out.append(_clean(gaps[i]))
-                out.append(_clean(words[i]))
+                    out.append(terminal_text(gaps[i]))
+                out.append(terminal_text(words[i]))
             continue
         style = STYLES[category]
         if markers:
@@ -191,11 +183,11 @@ def document_text(record: Record, selected: Sequence[int | bool], *, markers: bo
         for i in range(start, end):
             if i > start:
                 # a gap inside a run is highlighted too, unless it breaks the line
-                out.append(_clean(gaps[i]), style=None if "\n" in gaps[i] else style)
-            out.append(_clean(words[i]), style=style)
+                out.append(terminal_text(gaps[i]), style=None if "\n" in gaps[i] else style)
+            out.append(terminal_text(words[i]), style=style)
         if markers:
             out.append(MARKERS[category][1], style=style)
-    out.append(_clean(tail))
+    out.append(terminal_text(tail))
     return out
 
 
@@ -214,12 +206,12 @@ def render_terminal(
     ``record.rationale``. See :func:`document_text` for ``markers``.
     """
     title = Text()
-    title.append(_clean(str(record.id)), style="bold")
+    title.append(terminal_text(str(record.id)), style="bold")
     title.append(" · prediction: ")
-    title.append(_clean(str(prediction)), style="bold")
+    title.append(terminal_text(str(prediction)), style="bold")
     if gold_label is not None:
         title.append(" · gold: ")
-        title.append(_clean(str(gold_label)), style="bold")
+        title.append(terminal_text(str(gold_label)), style="bold")
     return Group(title, document_text(record, selected, markers=markers))
 
 

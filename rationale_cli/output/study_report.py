@@ -11,6 +11,7 @@ from matplotlib.ticker import MaxNLocator, PercentFormatter
 from rationale_cli.models.options import shown
 from rationale_cli.output.plots import STYLE, TARGET, plain
 from rationale_cli.output.render import escape
+from rationale_cli.tuning.job import IMPORTANCE_TRIALS
 from rationale_cli.tuning.leaderboard import Leaderboard, TrialResult, on_target, percent
 
 # how each kind of trial is drawn: label, marker, filled
@@ -102,9 +103,12 @@ def effects_html(board: Leaderboard) -> str:
             shown = "mean loss by value: " + ", ".join(f"{k} {v:.4g}" for k, v in effect["mean_loss"].items())
         else:
             shown = "-"
-        importance = (board.importance or {}).get(name)
-        rows.append([escape(name), "-" if importance is None else f"{importance:.3f}", escape(shown),
-                     str(effect.get("trials", "-"))])
+        importance = [] if board.importance is None else [_cell(board.importance.get(name))]
+        rows.append([escape(name), *importance, escape(shown), str(effect.get("trials", "-"))])
+    if board.importance is None:  # too few complete trials, or an evaluator not installed
+        return (f"<p>Optuna's importances were not computed (they need at least "
+                f"{IMPORTANCE_TRIALS} complete trials).</p>" +
+                _rows(["parameter", "effect on validation loss", "complete trials"], rows))
     return _rows(["parameter", "importance (Optuna)", "effect on validation loss", "complete trials"], rows)
 
 

@@ -388,11 +388,22 @@ RESUMABLE = ("data", "format", "aspect", "valid", "valid_fraction", "text_col", 
              "spans_key", "epochs", "time_limit", "patience", "device")
 
 
+def unchanged(saved: dict[str, Any], name: str, value: Any) -> bool:
+    """Whether the command line's ``value`` of option ``name`` is the saved run's own."""
+    kept = saved.get(name)
+    if name in PATH_OPTIONS and is_path(value) and is_path(kept):
+        return os.path.abspath(value) == os.path.abspath(kept)
+    return kept == value or str(kept) == str(value)
+
+
 def resume_config(saved: dict[str, Any], cli: dict[str, Any], source: str) -> TrainConfig:
     """A run's saved options, with the few that may change when it goes on (``RESUMABLE``:
-    where the data is read from, how long to train, the device) taken from the command line."""
+    where the data is read from, how long to train, the device) taken from the command line;
+    another option is refused unless it is given as the run has it (the original command
+    with ``--resume`` added goes on)."""
     given = {k: v for k, v in cli.items() if v is not None}
-    fixed = sorted(set(given) - set(RESUMABLE))
+    fixed = sorted(k for k in set(given) - set(RESUMABLE) if not unchanged(saved, k, given[k]))
+    given = {k: v for k, v in given.items() if k in RESUMABLE}  # the others are the run's own
     if fixed:
         names = ", ".join(map(flag_of, fixed))
         raise UserError(f"--resume goes on with the run's own options; it cannot change {names}")

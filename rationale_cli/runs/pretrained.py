@@ -11,9 +11,12 @@ unknown token, as the static encoders read it as the unknown word's vector.
 
 from __future__ import annotations
 
+import os
 import shutil
+import socket
 from pathlib import Path
 from typing import Sequence
+from urllib.parse import urlsplit
 
 import torch
 
@@ -24,6 +27,7 @@ from rationale_cli.runtime.errors import UserError
 
 FOLDER = "transformer"  # in a run directory
 MAX_PIECES = 16  # subwords kept of one word
+HUB_SECONDS = 5  # to connect to the hub, for a name not in its local cache
 
 
 def auto_classes():
@@ -45,12 +49,41 @@ def transformers_version() -> str:
 
 
 def check_source(source: str) -> None:
-    """One error line for a local path that is not a folder (a hub name is left to the library)."""
+    """One error line for a local path that is not a folder, and at once (not after a minute of
+    the library's retries) for a hub name neither in the hub's local cache nor reachable."""
     path = Path(source).expanduser()
     local = path.exists() or source.startswith((".", "/", "~")) or source.count("/") > 1
     if local and not path.is_dir():
         raise UserError(f"--pretrained {source}: no such folder (expected a transformer's folder, with its "
                         "config.json and tokenizer files, or a hub name)")
+    why = None if local else offline(source)
+    if why is not None:
+        raise UserError(f"--pretrained {source}: not in the local cache of the hub, and {why}; download it "
+                        "where the hub can be reached, or give its folder")
+
+
+def offline(name: str) -> str | None:
+    """Why the hub name ``name`` cannot be had here (HF_HUB_OFFLINE, the hub not answering within
+    :data:`HUB_SECONDS`), or None: it is cached, the hub answers, or a proxy is in the way (the
+    library tries)."""
+    try:
+        from huggingface_hub import constants, try_to_load_from_cache
+
+        if isinstance(try_to_load_from_cache(name, "config.json"), str):
+            return None
+    except Exception:  # not a valid hub name: the library says so
+        return None
+    if constants.HF_HUB_OFFLINE:
+        return "HF_HUB_OFFLINE is set"
+    if any(os.environ.get(key) for key in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return None
+    hub = urlsplit(constants.ENDPOINT)
+    try:
+        socket.create_connection((hub.hostname, hub.port or (443 if hub.scheme == "https" else 80)),
+                                 timeout=HUB_SECONDS).close()
+    except OSError as err:
+        return f"the hub ({constants.ENDPOINT}) cannot be reached ({err.strerror or err})"
+    return None
 
 
 def word_pieces(tokenizer, words: Sequence[str]) -> torch.Tensor:

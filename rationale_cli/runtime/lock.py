@@ -36,11 +36,16 @@ from rationale_cli.runtime.errors import UserError
 from rationale_cli.runtime.signals import writing
 
 
-def lock_path(out: Path) -> Path:
+def resolved(out: Path) -> Path:
+    """``out`` as an absolute path without symbolic links; a loop of them is one error line."""
     try:
-        out = out.resolve()
-    except RuntimeError:  # a loop of symbolic links (an OSError from Python 3.13)
+        return out.resolve()
+    except (RuntimeError, OSError):  # a loop of symbolic links (an OSError from Python 3.13)
         raise UserError(f"{out}: cannot write here (a loop of symbolic links)") from None
+
+
+def lock_path(out: Path) -> Path:
+    out = resolved(out)
     return out.parent / f".{out.name}.lock"
 
 

@@ -19,7 +19,9 @@ from typing import Sequence
 import torch
 
 from rationale_cli.data.records import Record
+from rationale_cli.models.budget import Budget
 from rationale_cli.runs.config import TrainConfig
+from rationale_cli.runs.flags import flag_of
 from rationale_cli.runs.run_directory import read_json
 from rationale_cli.runs.task import Classification, Task
 from rationale_cli.training.checkpoint import RESUME
@@ -53,6 +55,11 @@ class Chance:
     loss: float
     accuracy: float | None  # of the training majority class; None for regression
     predicts: str  # what it predicts, in words
+
+    def columns(self) -> dict[str, float]:
+        """The chance columns of the validation scores (``mse_of_mean``, ``majority_accuracy``)
+        as this predictor's, so that the table and the warning name one level."""
+        return {"mse_of_mean": self.loss} if self.accuracy is None else {"majority_accuracy": self.accuracy}
 
 
 def chance(task: Task, train: Sequence[Record], valid: Sequence[Record]) -> Chance:
@@ -103,3 +110,16 @@ def ending_warnings(config: TrainConfig, valid: dict, level: Chance, target: flo
     """The warnings of a run whose kept epoch scored ``valid``: worse than chance ``level``,
     or a selection rate off ``target``."""
     return [w for w in (chance_warning(config, valid, level), rate_warning(config, valid, target)) if w]
+
+
+def budget_warning(config: TrainConfig, train: Sequence[Record]) -> str | None:
+    """A warning, before training, for a budget that holds every token: a count at least the
+    longest training document's length, or a share of 1."""
+    longest = max((len(r.tokens) for r in train), default=0)
+    for name, value in vars(config.options).items():
+        if isinstance(value, Budget) and (value.share == 1.0 or (value.count or 0) >= longest):
+            size = f"{value.count:,} tokens, at least the longest training document's {longest:,}" if value.count \
+                else "a share of 1"
+            return (f"{flag_of(name)} {value}: {size}: every token is selected, the rationale is the whole text; "
+                    "give a share (0.2) or a count below the documents' lengths")
+    return None

@@ -28,6 +28,7 @@ from rationale_cli.runs.pretrained import load_pretrained
 from rationale_cli.runs.reference import REFERENCE_SUPPORT, Reference, fit_reference
 from rationale_cli.runs.run_directory import (
     COMPLETE,
+    FILES,
     REFERENCE,
     WEIGHTS,
     build_model,
@@ -42,13 +43,13 @@ from rationale_cli.runs.run_directory import (
 from rationale_cli.runs.task import Task, infer_task
 from rationale_cli.runtime.allocator import keep_freed_memory
 from rationale_cli.runtime.devices import resolve_device
-from rationale_cli.runtime.errors import UserError
+from rationale_cli.runtime.errors import UserError, plural
 from rationale_cli.runtime.outputs import is_run_directory
 from rationale_cli.runtime.signals import writing
 from rationale_cli.training.callbacks import ConsoleReport, RunDirectory, TimeLimit
 from rationale_cli.training.checkpoint import RESUME, data_fingerprint, load_checkpoint
 from rationale_cli.training.distributed import local_device, rank
-from rationale_cli.training.endings import chance, ending_warnings
+from rationale_cli.training.endings import budget_warning, chance, ending_warnings
 from rationale_cli.training.loop import Callback, Diverged, FitState, fit
 from rationale_cli.training.supervision import supervised_share, with_gold
 from rationale_cli.training.support import copy_selector, fill_saliency, supported
@@ -116,6 +117,8 @@ def new_model(config: TrainConfig, train: list[Record], valid: list[Record], con
         console.print(f"note: the labels are whole numbers, read as {task.outputs} classes "
                       f"({', '.join(task.labels)}); for a regression, give them as 'score' values in [0, 1] "
                       "(star ratings rescaled, e.g. (stars - 1) / 4)", highlight=False)
+    if console is not None and (whole := budget_warning(config, train)):
+        console.print(f"warning: {whole}", style="yellow", highlight=False)
     support = reference = None
     if config.support == REFERENCE_SUPPORT:  # two-stage: the reference selects
         reference = run_reference(config, train, valid, task, None, console, False)
@@ -214,7 +217,7 @@ def resume_state(out: Path, config: TrainConfig, model: RationaleModel, optimize
     if saved["fingerprint"] != fingerprint:
         raise UserError(f"{out}: the training or validation data differ from the ones this run was trained on")
     if saved["epoch"] >= config.epochs:
-        raise UserError(f"{out}: already trained for {saved['epoch']} epochs; give --epochs more than "
+        raise UserError(f"{out}: already trained for {plural(saved['epoch'], 'epoch')}; give --epochs more than "
                         f"{saved['epoch']} to go on")
     return FitState(epoch=saved["epoch"], history=saved["history"], best=saved["best"], stale=saved["stale"],
                     train_seconds=saved["train_seconds"], best_weights=best_weights)
@@ -303,8 +306,10 @@ def train_run(
         raise UserError(f"{where}training diverged at {err}, before any epoch finished, so no model was saved; "
                         "try a lower --lr") from None
     target = config.rate_target() if selector is None and not config.support else None  # a support decodes as fixed
-    state.warnings = ending_warnings(config, state.best["valid"], chance(task, train, valid), target)
-    if out is not None and rank() == 0 and state.warnings:
+    level = chance(task, train, valid)
+    state.best["valid"].update(level.columns())  # the chance level of the table is the warning's
+    state.warnings = ending_warnings(config, state.best["valid"], level, target)
+    if out is not None and rank() == 0:
         with writing():
             write_json(out / "metrics.json", state.metrics())
     return Trained(config, vocab, task, model, state, reference)
@@ -331,9 +336,24 @@ def train_config(config: TrainConfig, out: Path | None = None, console: Console 
             kind = "a trained run" if (out / COMPLETE).exists() else "a run that stopped while writing its files"
             raise UserError(f"{out}: {kind} is already there; choose another --out, continue it with --resume, "
                             "or pass --force to replace it")
-        if out.is_dir() and not force and not resume and not is_run_directory(out) and any(out.iterdir()):
-            names = sorted(path.name for path in out.iterdir())
-            shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
-            raise UserError(f"{out}: holds files that are not a run's ({shown}); choose a new or empty folder "
-                            "for --out, or pass --force to write the run's files beside them")
+        if out.is_dir() and not resume and not is_run_directory(out):
+            check_users_files(out, force)
         return train_run(config, *(data or training_data(config)), out, console, resume=resume, **extra)
+
+
+# what a run directory may hold: a user's file of one of these names would be replaced
+RUN_NAMES = (*FILES, *REFERENCE, COMPLETE, RESUME, "transformer", "epochs")
+
+
+def check_users_files(out: Path, force: bool) -> None:
+    """A folder ``out`` that is not a run of ours holds the user's files: refused without
+    ``force``, and even with it where one has the name of a run's file (it would be replaced)."""
+    names = sorted(path.name for path in out.iterdir())
+    shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+    if names and not force:
+        raise UserError(f"{out}: holds files that are not a run's ({shown}); choose a new or empty folder "
+                        "for --out, or pass --force to write the run's files beside them")
+    clash = [name for name in names if name in RUN_NAMES]
+    if clash:
+        raise UserError(f"{out}: holds {', '.join(clash)}, not a run's, which the run's files would replace; "
+                        "move them out, or choose a new or empty folder for --out")

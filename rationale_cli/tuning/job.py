@@ -26,6 +26,7 @@ from rationale_cli.runs.config import PATH_OPTIONS, TrainConfig, load_toml, reso
 from rationale_cli.runs.keep import Keep
 from rationale_cli.runs.task import infer_task
 from rationale_cli.runtime.errors import UserError
+from rationale_cli.runtime.lock import resolved
 from rationale_cli.runtime.outputs import is_run_directory
 from rationale_cli.training.checkpoint import data_fingerprint
 from rationale_cli.training.loop import Callback
@@ -47,6 +48,7 @@ from rationale_cli.tuning.objective import TRIALS, Objective, TrialFailed, off_t
 from rationale_cli.tuning.space import Space, search_space, without_conflicts
 from rationale_cli.tuning.storage import (
     WARMUP_EPOCHS,
+    database_errors,
     default_storage,
     need_optuna,
     open_storage,
@@ -204,24 +206,37 @@ def tune(out: Path, options: dict[str, Any], *, trials: int, config: Path | None
     every trial; ``report``, called with a line per finished trial (and a few more); ``console``
     with ``verbose``, where each trial's epochs are printed. Raises
     :class:`~rationale_cli.runtime.signals.Stopped` at a stop signal, after the leaderboard is written."""
-    from rationale_cli.runtime.signals import stop_on_signals
-
-    optuna = need_optuna()
+    need_optuna()
     say = report or (lambda line: None)
     if trials < 1:
         raise UserError(f"--trials {trials}: expected an integer >= 1")
     if timeout is not None and timeout <= 0:
         raise UserError(f"--timeout {timeout:g}: expected a number of seconds > 0")
     plan = plan_study(options, config=config, space_file=search_space, note=say)
-    name = study or out.resolve().name
+    name = study or resolved(out).name
     check_folder(out, name)
     url = storage or default_storage(out)
     made = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
     try:
-        store = open_storage(url)
-        found = open_study(store, name, plan.settings(), pruner=pruner, constraints=on_target_constraint(plan.keep),
-                           comparable=without_defaults, warmup=max(WARMUP_EPOCHS, plan.config.epochs // 4))
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UserError(f"{out}: cannot write here ({err.strerror})") from None
+    with database_errors(url):
+        return search(out, name, url, trials, plan, made, timeout=timeout, pruner=pruner, callbacks=callbacks,
+                      say=say, console=console, verbose=verbose)
+
+
+def search(out: Path, name: str, url: str, trials: int, plan: Plan, made: bool, *, timeout, pruner,
+           callbacks, say, console, verbose) -> Tuned:
+    """:func:`tune`'s trials in the study ``name`` at ``url``, once its options are checked."""
+    from rationale_cli.runtime.signals import stop_on_signals
+
+    optuna = need_optuna()
+    try:
+        with database_errors(url):
+            store = open_storage(url)
+            found = open_study(store, name, plan.settings(), pruner=pruner, constraints=on_target_constraint(plan.keep),
+                               comparable=without_defaults, warmup=max(WARMUP_EPOCHS, plan.config.epochs // 4))
     except UserError:
         if made:
             shutil.rmtree(out, ignore_errors=True)

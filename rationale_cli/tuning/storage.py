@@ -28,6 +28,8 @@ HEARTBEAT, GRACE = 30, 120
 # what another process creating the same new database at once makes the tables' creation say
 RACING = ("already exists", "UNIQUE constraint failed", "duplicate key", "database is locked")
 OPEN_ATTEMPTS = 5
+# seconds a write waits for another process's lock on a SQLite study before it is one error line
+SQLITE_WAIT = 20
 # pruning: none before this many trials have completed, nor before this epoch
 STARTUP_TRIALS, WARMUP_EPOCHS = 4, 2
 
@@ -71,12 +73,42 @@ def first_line(err: BaseException) -> str:
     return text[0] if text else type(err).__name__
 
 
+def root_cause(err: BaseException) -> BaseException:
+    """The first error of the chain that led to ``err`` (the database driver's own)."""
+    while err.__cause__ is not None or err.__context__ is not None:
+        err = err.__cause__ or err.__context__
+    return err
+
+
+def database_error(url: str, err: BaseException) -> UserError:
+    """The line for a database that refused a write (read-only, locked by another process past
+    :data:`SQLITE_WAIT` seconds, full)."""
+    cause = first_line(root_cause(err))
+    hint = (f"another process has held a lock on it for {SQLITE_WAIT} s; end it or wait for it"
+            if "locked" in cause else "give a --storage or --out that can be written")
+    return UserError(f"--storage {redacted(url)}: cannot write the study's database ({cause}); {hint}")
+
+
+@contextlib.contextmanager
+def database_errors(url: str) -> Iterator[None]:
+    """The block's database errors as :func:`database_error`'s line."""
+    optuna = need_optuna()
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        yield
+    except (optuna.exceptions.StorageInternalError, SQLAlchemyError) as err:
+        raise database_error(url, err) from None
+
+
 def open_storage(url: str):
     """Optuna's storage at ``url`` (created if new), or one error line naming the URL. Processes
-    that create the same new database at once race to make its tables: the loser tries again."""
+    that create the same new database at once race to make its tables: the loser tries again
+    (at once refused; a lock held for :data:`SQLITE_WAIT` seconds is no race)."""
     optuna = need_optuna()
-    engine = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {"pool_pre_ping": True}
+    engine = {"connect_args": {"timeout": SQLITE_WAIT}} if url.startswith("sqlite") else {"pool_pre_ping": True}
     for attempt in range(1, OPEN_ATTEMPTS + 1):
+        started = time.monotonic()
         try:
             with quiet_optuna():
                 return optuna.storages.RDBStorage(url, engine_kwargs=engine, heartbeat_interval=HEARTBEAT,
@@ -85,9 +117,12 @@ def open_storage(url: str):
             raise UserError(f"--storage {redacted(url)}: the database driver for this URL is not installed "
                             "(e.g. pip install psycopg2-binary for postgresql://)") from None
         except Exception as err:  # SQLAlchemy's: a URL it cannot parse, an unknown dialect, no connection
-            if attempt < OPEN_ATTEMPTS and any(words in str(err) for words in RACING):
+            racing = any(words in str(err) for words in RACING) and time.monotonic() - started < SQLITE_WAIT / 2
+            if attempt < OPEN_ATTEMPTS and racing:
                 time.sleep(0.2 * attempt)
                 continue
+            if "locked" in str(err):
+                raise database_error(url, err) from None
             raise UserError(f"--storage {redacted(url)}: cannot open the study's database "
                             f"({type(err).__name__}: {first_line(err)}); expected a database URL such as "
                             "sqlite:///study.db or postgresql://user:password@host/name") from None
