@@ -28,7 +28,7 @@ from rationale_cli.models.search import OneOf, Searched
 from rationale_cli.models.selectors import SELECTORS, all_option_specs, selector_class
 from rationale_cli.runs.flags import flag_of, option_line
 from rationale_cli.runs.keep import Keep
-from rationale_cli.runs.reference import REFERENCE_SUPPORT
+from rationale_cli.runs.reference import REFERENCE_SUPPORT, support_extractor
 from rationale_cli.runtime.devices import DEVICE_NAME
 from rationale_cli.runtime.errors import UserError
 
@@ -211,7 +211,6 @@ FROM_RUN = "paths_from_run"
 SUPERVISED = "supervised_documents"  # how many training documents' gold supervised the run
 # what a saved config holds beside its options: how the run was trained, where its paths lie from it
 RUN_FACTS = ("processes", "effective_batch_size", SUPERVISED, FROM_RUN)
-SALIENCY = "saliency"  # the extractor of --support reference, never trained
 SHAPES = ("embedding_dim", "hidden_size")  # options a saved run's range is checked for: they size the model
 
 
@@ -256,26 +255,6 @@ def check_known(values: dict[str, Any], source: str) -> None:
         raise UserError(f"{source}unknown option {flag_of(unknown[0])}; known: {known}")
 
 
-def fixed_support_extractor(general: dict[str, Any], given: set[str] | None) -> str:
-    """The extractor of the checked options ``general``: ``saliency`` with ``--support
-    reference`` (which selects by the reference's saliency; another extractor given is refused),
-    which is never trained, so it goes with that support only; else the one given or the default."""
-    extractor = general.get("extractor", TRAIN_SPECS["extractor"].default)
-    if general.get("support") == REFERENCE_SUPPORT:
-        if extractor != SALIENCY and "extractor" in (given or ()):
-            raise UserError(f"--support {REFERENCE_SUPPORT} selects by the full-text reference's saliency; "
-                            f"leave out --extractor {extractor}")
-        if general.get("reference") is False:
-            raise UserError(f"--support {REFERENCE_SUPPORT} selects by the full-text reference; leave out "
-                            "--no-reference")
-        general["extractor"] = SALIENCY
-        return SALIENCY
-    if extractor == SALIENCY:
-        raise UserError(f"--extractor {SALIENCY} is fixed, never trained: it is the selector of "
-                        f"--support {REFERENCE_SUPPORT}")
-    return extractor
-
-
 def from_values(values: dict[str, Any], given: set[str] | None = None, ranges: bool = True) -> TrainConfig:
     """The one path from option values to a configuration: values of the declared type
     and range, extractor options declared by the chosen extractor, and ``given`` (what a
@@ -288,9 +267,7 @@ def from_values(values: dict[str, Any], given: set[str] | None = None, ranges: b
                if name in TRAIN_SPECS}
     if not DEVICE_NAME.fullmatch(general.get("device", "auto")):
         raise OptionError("device", general["device"], "auto, cpu, cuda or cuda:N")
-    extractor = fixed_support_extractor(general, given)
-    if general.get("support") and general.get("support_sentences") is None:  # a run's in sentences, the reference's not
-        general["support_sentences"] = general["support"] != REFERENCE_SUPPORT
+    extractor = support_extractor(general, given, general.get("extractor", TRAIN_SPECS["extractor"].default))
     own = {name: value for name, value in values.items() if name not in TRAIN_SPECS}
     try:
         options = selector_class(extractor).Options.create(own, given=set(given or ()) & set(own))

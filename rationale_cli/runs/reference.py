@@ -31,6 +31,7 @@ STRENGTHS = {"logistic": (1.0, 10.0, 100.0, 1000.0),  # C, the inverse of the L2
 NAMES = {"logistic": "logistic regression", "ridge": "ridge regression"}
 PARAMETER = {"logistic": "C", "ridge": "alpha"}
 REFERENCE_SUPPORT = "reference"  # train --support reference: the run's own reference selects (not a path)
+SALIENCY = "saliency"  # its extractor, never trained
 
 
 def ngrams(tokens: Sequence[str], longest: int) -> list[str]:
@@ -166,6 +167,28 @@ def from_files(data: dict, arrays: dict[str, np.ndarray]) -> Reference:
             reference.weights.shape[1:] != (len(reference.vocabulary),):
         raise ValueError("not a full-text reference this rationale-cli reads")
     return reference
+
+
+def support_extractor(general: dict, given: set[str] | None, extractor: str) -> str:
+    """The extractor of the checked training options ``general`` (``extractor`` where given or
+    by default): ``saliency`` with ``--support reference``, which selects by the reference's
+    saliency (another extractor given, or ``--no-reference``, is refused); ``saliency`` is never
+    trained, so it goes with that support only. Sets the support's decoding where not given:
+    a run's in sentences, the reference's in tokens."""
+    if general.get("support") and general.get("support_sentences") is None:
+        general["support_sentences"] = general["support"] != REFERENCE_SUPPORT
+    if general.get("support") != REFERENCE_SUPPORT:
+        if extractor == SALIENCY:
+            raise UserError(f"--extractor {SALIENCY} is fixed, never trained: it is the selector of "
+                            f"--support {REFERENCE_SUPPORT}")
+        return extractor
+    if extractor != SALIENCY and "extractor" in (given or ()):
+        raise UserError(f"--support {REFERENCE_SUPPORT} selects by the full-text reference's saliency; "
+                        f"leave out --extractor {extractor}")
+    if general.get("reference") is False:
+        raise UserError(f"--support {REFERENCE_SUPPORT} selects by the full-text reference; leave out --no-reference")
+    general["extractor"] = SALIENCY
+    return SALIENCY
 
 
 def fit_reference(train: Sequence[Record], valid: Sequence[Record], task: Task, sublinear: bool = True) -> Reference:
