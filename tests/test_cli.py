@@ -181,6 +181,66 @@ def test_predict_on_labelled_jsonl_keeps_the_label(run_dir, tmp_path):
     assert first["id"] == "r1" and first["label"] == 0.8
 
 
+@pytest.fixture(scope="module")
+def table_run(tmp_path_factory):
+    """A run trained on a small CSV whose ids are in review_id and text in body, and that CSV."""
+    import csv
+
+    from rationale_cli.data import sources
+
+    folder = tmp_path_factory.mktemp("table")
+    table = folder / "reviews.csv"
+    with table.open("w", newline="") as handle:
+        rows = csv.writer(handle)
+        rows.writerow(["review_id", "body", "label"])
+        for n, record in enumerate(sources.load("demo", "test")[:60]):
+            rows.writerow([f"r{n}", " ".join(record.tokens), record.label])
+    run = folder / "run"
+    result = invoke("train", "--data", table, "--text-col", "body", "--id-col", "review_id", "--out", run,
+                    "--epochs", 1, *SMALL)
+    assert result.exit_code == 0, result.output
+    return run, table
+
+
+def test_predict_and_explain_read_a_table_by_the_runs_columns(table_run, tmp_path):
+    run, table = table_run
+    assert json.loads((run / "config.json").read_text())["id_col"] == "review_id"
+    out = tmp_path / "pred.jsonl"
+    result = invoke("predict", run, table, "--out", out)
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    gold = list(csv_rows(table))
+    assert [line["id"] for line in lines] == [row["review_id"] for row in gold]
+    assert [line["label"] for line in lines] == [float(row["label"]) for row in gold]
+    page = tmp_path / "page.html"
+    result = invoke("explain", run, "--input", table, "--limit", 2, "--html", page)
+    assert result.exit_code == 0, result.output
+    assert "r0" in page.read_text() and "r1" in page.read_text()
+
+
+def test_a_table_without_the_runs_id_column_is_one_line(table_run, tmp_path):
+    run, _ = table_run
+    table = tmp_path / "new.csv"
+    table.write_text("body\nthe head was thick .\nthe nose was dull .\n")
+    out = tmp_path / "pred.jsonl"
+    result = invoke("predict", run, table, "--out", out)
+    assert result.exit_code == 2 and not out.exists()
+    assert result.output.strip().splitlines() == [
+        f"error: {table}: no id column 'review_id'; columns are: body (--id-col NAME names the one holding the "
+        "ids, --id-col '' numbers the rows)"]
+    result = invoke("predict", run, table, "--out", out, "--id-col", "")
+    assert result.exit_code == 0, result.output
+    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == ["1", "2"]
+    assert "label" not in out.read_text()
+
+
+def csv_rows(path):
+    import csv
+
+    with path.open(newline="") as handle:
+        yield from csv.DictReader(handle)
+
+
 def test_predict_leaves_no_half_written_output_on_a_bad_line(run_dir, tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "a fine beer"}\n{"text": "good"}\n{"text": \n')

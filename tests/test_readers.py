@@ -372,11 +372,22 @@ def test_table_streams_in_chunks_with_one_label_type(tmp_path):
         list(iter_table(scores, ",", chunk_rows=2))
 
 
+def test_table_labels_where_present_when_not_required(tmp_path):
+    scores = write(tmp_path / "scores.csv", "review_id,text,label\nr1,a,\nr2,b,0.5\n")
+    records = list(iter_table(scores, ",", id_col="review_id", label_required=False))
+    assert [(r.id, r.label) for r in records] == [("r1", None), ("r2", 0.5)]
+    unlabelled = write(tmp_path / "unlabelled.csv", "text\na\nb\n")
+    records = list(iter_table(unlabelled, ",", id_col="", label_required=False))
+    assert [(r.id, r.label) for r in records] == [("1", None), ("2", None)]
+    with raises_at(str(unlabelled), "no id column 'review_id'; columns are: text .*--id-col ''"):
+        list(iter_table(unlabelled, ",", id_col="review_id", label_required=False))
+
+
 @pytest.mark.parametrize(
     "content, location, fragment",
     [
         ("text,label\na,0.5\nb,1.5\n", ":3", r"in \[0, 1\]"),
-        ("text,label\na,0.5\nb,\n", ":3", r"in \[0, 1\]"),
+        ("text,label\na,0.5\nb,\n", ":3", "missing label in column 'label'"),
         ("text,label\na,POS\nb,\n", ":3", "missing label"),
         ("text,label\na,POS\n,NEG\n", ":3", "empty document"),
         ("text,label\na,POS\nb,NEG,extra\n", ":3", "expected 2 fields, saw 3"),

@@ -32,7 +32,7 @@ from rationale_cli.data.records import Record
 from rationale_cli.models.decoding import OWN, Decoding
 from rationale_cli.output.writers import BINARY
 from rationale_cli.runs.inference import asked_decoding, check_rate_over, parse_decoding
-from rationale_cli.runs.run_directory import load_for_inference
+from rationale_cli.runs.run_directory import load_config, load_for_inference
 from rationale_cli.runtime.errors import UserError, check_at_least
 from rationale_cli.runtime.outputs import new_output, protected_output
 from rationale_cli.runtime.progress import Progress, no_progress
@@ -45,7 +45,8 @@ class PredictRequest:
     """The options of one ``rationale predict`` (the same names, with underscores, and the same
     defaults), checked when the request is made: a :class:`UserError` with the command's line
     for the first wrong one. ``run`` and ``out`` become paths, ``input`` a string ('-':
-    standard input; ``out`` '-': standard output), ``rate`` a share (0.1, '10%') or a count."""
+    standard input; ``out`` '-': standard output), ``rate`` a share (0.1, '10%') or a count;
+    ``text_col`` and ``id_field`` None: the run's columns."""
 
     run: Path
     input: str
@@ -54,7 +55,7 @@ class PredictRequest:
     aspect: int | None = None
     split: str = "test"
     text_col: str | None = None
-    id_field: str = "id"
+    id_field: str | None = None
     output_format: str = "auto"
     batch_size: int = 64
     window: int = WINDOW
@@ -125,7 +126,7 @@ class PredictRequest:
 
     def records(self, source: str, config) -> Iterator[Record]:
         """The documents of ``source`` (the input, or the file standard input was kept in), as a run
-        of ``config`` reads them (unlabelled), each id once (:func:`unique_ids`)."""
+        of ``config`` reads them (labels where the input has them), each id once (:func:`unique_ids`)."""
         return unique_ids(sources.run_documents(source, config, labelled=False, **self.reader))
 
     def total(self, source: str) -> int | None:
@@ -228,9 +229,11 @@ def annotate_on_dask(request: PredictRequest, source: str) -> int:
     from rationale_cli.annotation import dask_engine
 
     device = "cpu" if request.device == "auto" else request.device
+    config = load_config(request.run)
+    id_col = config.id_col if request.id_field is None else request.id_field
     return dask_engine.annotate(source, str(request.run), request.out, scheduler=request.scheduler,
-                                text_col=request.text_col or "text",
-                                id_col=None if request.id_field == "id" else request.id_field,
+                                text_col=request.text_col or config.text_col,
+                                id_col=None if id_col in ("id", "") else id_col,
                                 batch_size=request.batch_size, device=device)
 
 

@@ -49,6 +49,8 @@ app = typer.Typer(
 FORMAT_HELP = ", ".join(FORMATS)
 RUN_HELP = "Run directory from `rationale train`."
 ASPECT_HELP = "Beer aspect (default: the run's)."
+ID_HELP = ("JSONL field or CSV/TSV column holding each document's id (default: the run's, from train --id-col; "
+           "id where the input has one, else the line or row number; '' numbers them).")
 SPLIT_HELP = "Split of an ERASER folder or of the demo corpus: train, val or test."
 BATCH_HELP = "Documents per batch (at least 1)."
 DEVICE_HELP = "auto, cpu or cuda."

@@ -15,6 +15,7 @@ from rationale_cli.cli._util import (
     DEVICE_HELP,
     FORCE_HELP,
     FORMAT_HELP,
+    ID_HELP,
     PER_DOCUMENT_HELP,
     RATE_HELP,
     RATE_OVER_HELP,
@@ -43,6 +44,7 @@ def evaluate(
     format: str = typer.Option("auto", help=f"Input format: {FORMAT_HELP}."),
     aspect: Optional[int] = typer.Option(None, help=ASPECT_HELP),
     split: str = typer.Option("test", help=SPLIT_HELP),
+    id_field: Optional[str] = typer.Option(None, "--id-field", "--id-col", help=ID_HELP),
     rationale_label: Optional[str] = typer.Option(None, help=RATIONALE_LABEL_HELP + " The run's when it was "
                                                   "trained with one."),
     spans_key: Optional[str] = typer.Option(None, help=SPANS_KEY_HELP + " [default: the run's, rationale]"),
@@ -77,7 +79,7 @@ def evaluate(
     loaded, dev = load_for_inference(run, device, epoch)
     asked_decoding(loaded, coherence=coherence, sentences=sentences)
     records = list(sources.run_documents(data, loaded.config, fmt=format, aspect=aspect, split=split,
-                                         rationale_label=rationale_label, spans_key=spans_key))
+                                         id_field=id_field, rationale_label=rationale_label, spans_key=spans_key))
     decoding, asked = parse_decoding(loaded, rate, rate_over, coherence, sentences=sentences, records=records,
                                      total=len(records), batch_size=batch_size, device=dev, progress=on_stderr,
                                      report=print_line)

@@ -13,6 +13,7 @@ from rationale_cli.cli._util import (
     DEVICE_HELP,
     FORCE_HELP,
     FORMAT_HELP,
+    ID_HELP,
     RATE_HELP,
     RUN_HELP,
     SENTENCES_HELP,
@@ -36,6 +37,7 @@ def explain(
     input: Optional[str] = typer.Option(None, "--input", "-i", help="Documents to explain (a file, folder or 'demo')."),
     format: str = typer.Option("auto", help=f"Input format: {FORMAT_HELP}."),
     aspect: Optional[int] = typer.Option(None, help=ASPECT_HELP),
+    id_field: Optional[str] = typer.Option(None, "--id-field", "--id-col", help=ID_HELP),
     limit: int = typer.Option(5, help="Explain at most this many documents from --input, 0 = all."),
     html: Optional[Path] = typer.Option(None, help="Also write a self-contained HTML page here."),
     rate: Optional[str] = typer.Option(None, help=RATE_HELP),
@@ -55,8 +57,8 @@ def explain(
         new_output(html, force, [input], "--html")
     loaded, dev = load_for_inference(run, device)
     decoding = asked_decoding(loaded, rate=rate, coherence=coherence, sentences=sentences)
-    results, more = explain_documents(loaded, dev, text=text, input=input, format=format, aspect=aspect, limit=limit,
-                                      decoding=decoding)
+    results, more = explain_documents(loaded, dev, text=text, input=input, format=format, aspect=aspect,
+                                      id_field=id_field, limit=limit, decoding=decoding)
     console = stderr() if str(html) == "-" else stdout()  # standard output holds the page then
     items = print_documents(console, results)
     if more:

@@ -17,6 +17,7 @@ from rationale_cli.cli._util import (
     COHERENCE_HELP,
     DEVICE_HELP,
     FORMAT_HELP,
+    ID_HELP,
     RATE_HELP,
     RATE_OVER_HELP,
     RUN_HELP,
@@ -48,8 +49,7 @@ def predict(
     aspect: Optional[int] = typer.Option(None, help=ASPECT_HELP),
     split: str = typer.Option("test", help=SPLIT_HELP),
     text_col: Optional[str] = typer.Option(None, help="CSV/TSV text column (default: the run's)."),
-    id_field: str = typer.Option("id", "--id-field", "--id-col", help="JSONL field or CSV/TSV column holding "
-                                 "each document's id (missing: its line or row number)."),
+    id_field: Optional[str] = typer.Option(None, "--id-field", "--id-col", help=ID_HELP),
     output_format: str = typer.Option("auto", help="jsonl, csv, parquet, eraser (ERASER's results format, "
                                       "with faithfulness scores), label-studio (tasks with the rationale as "
                                       "pre-annotations) or spacy (a DocBin; auto: from --out's extension)."),

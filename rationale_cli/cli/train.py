@@ -28,8 +28,8 @@ EXTRACTOR_PANEL = "Extractor options (each applies to the extractors it names)"
 RUN_PANEL = "Run"
 # the panel of each training option in --help, in this order (the extractors' options follow them)
 PANELS = {
-    "Data": ("data", "format", "aspect", "valid", "valid_fraction", "task", "text_col", "label_col", "rationale_label",
-             "spans_key", "query"),
+    "Data": ("data", "format", "aspect", "valid", "valid_fraction", "task", "text_col", "label_col", "id_col",
+             "rationale_label", "spans_key", "query"),
     "Model": ("extractor", "encoder", "selector_encoder", "predictor_encoder", "pretrained", "freeze_layers",
               "embeddings", "embedding_dim", "fix_embeddings", "hidden_size", "dropout", "min_freq", "max_vocab",
               "reference", "support", "support_sentences"),

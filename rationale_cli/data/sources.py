@@ -40,15 +40,16 @@ def is_demo(path: str | Path) -> bool:
 
 
 def load(path: str, split: str, *, fmt: str = "auto", aspect: int | None = None,
-         text_col: str = "text", label_col: str = "label", query: bool = True, rationale_label: str | None = None,
-         spans_key: str = SPANS_KEY) -> list[Record]:
+         text_col: str = "text", label_col: str = "label", id_field: str = "id", query: bool = True,
+         rationale_label: str | None = None, spans_key: str = SPANS_KEY) -> list[Record]:
     """Documents of ``split`` (train, valid or test): the split of the demo corpus or of an
     ERASER folder; any other source is read whole. Without ``query`` the documents'
     queries are dropped; ``rationale_label`` and ``spans_key`` say where an annotation tool's
-    file holds the gold rationale (:func:`~rationale_cli.data.readers.iter_records`). A document longer than a model reads is refused here, before any work
+    file holds the gold rationale (:func:`~rationale_cli.data.readers.iter_records`). A document
+    longer than a model reads is refused here, before any work
     (:func:`~rationale_cli.data.batching.checked_length`)."""
-    records = list(stream(path, split, fmt=fmt, aspect=aspect, text_col=text_col, label_col=label_col, query=query,
-                          rationale_label=rationale_label, spans_key=spans_key))
+    records = list(stream(path, split, fmt=fmt, aspect=aspect, text_col=text_col, label_col=label_col,
+                          id_field=id_field, query=query, rationale_label=rationale_label, spans_key=spans_key))
     for record in records:
         checked_length(record)
     return records
@@ -56,7 +57,8 @@ def load(path: str, split: str, *, fmt: str = "auto", aspect: int | None = None,
 
 def stream(path: str, split: str = "test", *, fmt: str = "auto", aspect: int | None = None,
            text_col: str = "text", label_col: str | None = "label", id_field: str = "id",
-           query: bool = True, rationale_label: str | None = None, spans_key: str = SPANS_KEY) -> Iterator[Record]:
+           query: bool = True, rationale_label: str | None = None, spans_key: str = SPANS_KEY,
+           label_required: bool = True) -> Iterator[Record]:
     """The same documents one at a time (constant memory for files)."""
     if split not in SPLITS:
         raise UserError(f"unknown split {split!r}: expected train, val or test")
@@ -64,7 +66,7 @@ def stream(path: str, split: str = "test", *, fmt: str = "auto", aspect: int | N
         return iter(demo_records(SPLITS[split], aspect=aspect or 0))
     records = iter_records(path, fmt, aspect=aspect, split=ERASER_SPLITS[SPLITS[split]], text_col=text_col,
                            label_col=label_col, id_field=id_field, rationale_label=rationale_label,
-                           spans_key=spans_key)
+                           spans_key=spans_key, label_required=label_required)
     return records if query else map(without_query, records)
 
 
@@ -74,16 +76,18 @@ def without_query(record: Record) -> Record:
 
 
 def run_documents(path: str, config, *, fmt: str = "auto", aspect: int | None = None,
-                  text_col: str | None = None, labelled: bool = True, id_field: str = "id",
+                  text_col: str | None = None, labelled: bool = True, id_field: str | None = None,
                   split: str = "test", rationale_label: str | None = None,
                   spans_key: str | None = None) -> Iterator[Record]:
     """The documents of ``path`` read for a trained run (an ERASER folder's or the demo
-    corpus's ``split``): with its ``config``'s aspect, columns, gold span label and group
-    and use of queries unless given; without labels unless ``labelled``."""
+    corpus's ``split``): with its ``config``'s aspect, text, label and id columns, gold span
+    label and group and use of queries unless given; labels where the input has them, which a
+    table's every row must unless not ``labelled``."""
     return stream(path, split, fmt=fmt, aspect=config.aspect if aspect is None else aspect,
-                  text_col=text_col or config.text_col, label_col=config.label_col if labelled else None,
-                  id_field=id_field, query=config.query, rationale_label=rationale_label or config.rationale_label,
-                  spans_key=spans_key or config.spans_key)
+                  text_col=text_col or config.text_col, label_col=config.label_col,
+                  id_field=config.id_col if id_field is None else id_field, query=config.query,
+                  rationale_label=rationale_label or config.rationale_label,
+                  spans_key=spans_key or config.spans_key, label_required=labelled)
 
 
 def has_own_validation(path: str, fmt: str) -> bool:

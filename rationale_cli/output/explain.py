@@ -33,15 +33,17 @@ def text_record(text: str) -> Record:
 
 
 def explain_documents(loaded, device, *, text: str | None = None, input: str | None = None, format: str = "auto",
-                      aspect: int | None = None, limit: int = 5,
+                      aspect: int | None = None, id_field: str | None = None, limit: int = 5,
                       decoding: Decoding = OWN) -> tuple[list[Output], bool]:
     """The loaded run's (``model``, ``vocab``, ``task``, ``config``) outputs on ``text``, or on the
-    first ``limit`` documents of ``input`` (all for 0), and whether ``input`` has more."""
+    first ``limit`` documents of ``input`` (all for 0; ids from ``id_field``, by default the
+    run's), and whether ``input`` has more."""
     check_request(text, input)
     if text is not None:
         records: Iterator[Record] = iter([text_record(text)])
     else:
-        records = sources.run_documents(input, loaded.config, fmt=format, aspect=aspect, labelled=False)
+        records = sources.run_documents(input, loaded.config, fmt=format, aspect=aspect, id_field=id_field,
+                                        labelled=False)
         if limit > 0:
             records = islice(records, limit + 1)
     results = list(run_model(loaded.model, loaded.vocab, loaded.task, records, device=device, decoding=decoding))

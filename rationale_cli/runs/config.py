@@ -53,6 +53,9 @@ class TrainConfig:
                        "classification.", choices=("auto", "regression", "classification"))
     text_col: str = option("text", "CSV/TSV text column.")
     label_col: str = option("label", "CSV/TSV label column.")
+    id_col: str = option("id", "CSV/TSV column (JSONL field) of each document's id, kept in the run: predict, "
+                         "explain and evaluate read ids from it unless given another; '' numbers the rows.",
+                         default_text="id where the table has one, else the row number")
     rationale_label: str | None = option(None, "The label of the spans that are the gold rationale in an annotation "
                                          "tool's file (Label Studio, Prodigy, doccano, spaCy).", default_text="any")
     spans_key: str = option("rationale", "The span group of a .spacy file that holds the gold rationale.")
@@ -361,8 +364,8 @@ def from_saved(data: dict[str, Any], source: str) -> TrainConfig:
         raise UserError(f"{source}: {option_line(err) if isinstance(err, OptionError) else err}") from None
 
 
-RESUMABLE = ("data", "format", "aspect", "valid", "valid_fraction", "text_col", "label_col", "rationale_label",
-             "spans_key", "epochs", "time_limit", "patience", "device")
+RESUMABLE = ("data", "format", "aspect", "valid", "valid_fraction", "text_col", "label_col", "id_col",
+             "rationale_label", "spans_key", "epochs", "time_limit", "patience", "device")
 
 
 def unchanged(saved: dict[str, Any], name: str, value: Any) -> bool:

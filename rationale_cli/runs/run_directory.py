@@ -198,7 +198,7 @@ def load_run(path: str | Path, device: str | torch.device = "cpu", epoch: int | 
             f"{path / 'versions.json'}: run format version {found}, this rationale-cli reads version {FORMAT_VERSION}"
         )
     if config is None:
-        config = from_saved(located(read_json(path / "config.json"), path), str(path / "config.json"))
+        config = load_config(path)
     vocab = Vocab.load(path / "vocab.json")
     task = task_from_dict(read_json(path / "task.json"), str(path / "task.json"))
     pretrained = run_transformer(path, vocab.itos) if config.pretrained else None
@@ -218,6 +218,11 @@ def load_run(path: str | Path, device: str | torch.device = "cpu", epoch: int | 
         raise UserError(f"{weights}: weights do not match config.json ({first} {detail})") from None
     model.to(device).eval()
     return Run(path, config, vocab, task, model, load_reference(path))
+
+
+def load_config(run: Path) -> TrainConfig:
+    """The training configuration saved in the run directory ``run``."""
+    return from_saved(located(read_json(run / "config.json"), run), str(run / "config.json"))
 
 
 def load_for_inference(run: str | Path, device: str, epoch: int | None = None) -> tuple[Run, torch.device]:

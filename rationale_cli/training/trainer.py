@@ -68,7 +68,8 @@ def training_data(config: TrainConfig) -> tuple[list[Record], list[Record]]:
     """The training and validation documents: ``valid`` when given, else the data's own
     validation split (demo, ERASER), else a held-out share of the training data."""
     reader = dict(fmt=config.format, aspect=config.aspect, text_col=config.text_col, label_col=config.label_col,
-                  query=config.query, rationale_label=config.rationale_label, spans_key=config.spans_key)
+                  id_field=config.id_col, query=config.query, rationale_label=config.rationale_label,
+                  spans_key=config.spans_key)
     train = sources.load(config.data, "train", **reader)
     if config.valid:
         return train, sources.load(config.valid, "valid", **reader)

@@ -29,7 +29,7 @@ from rationale_cli.runtime.errors import UserError
 
 # options that are the same for every trial of a study: the data, the extractor and the size of
 # its rationales (the target), how long and how a run is trained and judged; never searched
-NOT_SEARCHED = ("data", "format", "aspect", "valid", "valid_fraction", "task", "text_col", "label_col", "query",
+NOT_SEARCHED = ("data", "format", "aspect", "valid", "valid_fraction", "task", "text_col", "label_col", "id_col", "query",
                 "extractor", "budget", "embeddings", "epochs", "keep", "rate_tolerance", "save_epochs",
                 "time_limit", "seed", "device", "patience", "supervise_fraction")
 RANGE_KEYS = {"low", "high", "log"}

@@ -139,12 +139,12 @@ FORMATS: dict[str, Format] = {
                      lambda path, split, **_: iter_eraser(path, split)),
     "jsonl": Format("one object a line: text or tokens, label or score, optional rationale token spans",
                     lambda path, id_field="id", **_: iter_jsonl(path, id_field)),
-    "csv": Format("a comma-separated table with --text-col and --label-col",
-                  lambda path, text_col, label_col, id_field="id", **_: iter_table(path, ",", text_col, label_col,
-                                                                                   id_col=id_field)),
-    "tsv": Format("a tab-separated table with --text-col and --label-col",
-                  lambda path, text_col, label_col, id_field="id", **_: iter_table(path, "\t", text_col, label_col,
-                                                                                    id_col=id_field)),
+    "csv": Format("a comma-separated table with --text-col, --label-col and --id-col",
+                  lambda path, text_col, label_col, id_field="id", label_required=True, **_:
+                  iter_table(path, ",", text_col, label_col, id_col=id_field, label_required=label_required)),
+    "tsv": Format("a tab-separated table with --text-col, --label-col and --id-col",
+                  lambda path, text_col, label_col, id_field="id", label_required=True, **_:
+                  iter_table(path, "\t", text_col, label_col, id_col=id_field, label_required=label_required)),
     "text": Format("one document a line, no labels (for predict and explain)", lambda path, **_: iter_text(path)),
     "label-studio": Format("Label Studio's JSON or JSON-MIN export: data.text, labels spans in characters "
                            "(--rationale-label)",
@@ -174,23 +174,26 @@ def iter_records(
     id_field: str = "id",
     rationale_label: str | None = None,
     spans_key: str = SPANS_KEY,
+    label_required: bool = True,
 ) -> Iterator[Record]:
     """Stream the documents of ``path``.
 
     ``aspect`` (0-4) picks the beer score (default: N of ``reviews.aspectN``;
     required for beer annotations). ``split`` picks the ERASER file of a dataset
     directory (default ``train``). ``text_col``/``label_col`` name CSV/TSV
-    columns (``label_col=None``: no labels); ``id_field`` the JSONL field or CSV/TSV
-    column holding document ids. For the annotation tools' formats, ``rationale_label`` is the
-    label of the spans that are the gold rationale (None: any) and ``spans_key`` the span
-    group of a ``DocBin`` that holds them. The format is checked and detected
+    columns (``label_col=None``: no labels; ``label_required`` False: a table without that
+    column has none); ``id_field`` the JSONL field or CSV/TSV column holding document ids.
+    For the annotation tools' formats, ``rationale_label`` is the label of the spans that are
+    the gold rationale (None: any) and ``spans_key`` the span group of a ``DocBin`` that
+    holds them. The format is checked and detected
     at once; reading errors surface while iterating, and a source without any
     document raises ``UserError("PATH: no documents found")`` at its end.
     """
     if fmt not in FORMATS:
         raise UserError(f"unknown format {fmt!r}: expected one of {', '.join(FORMATS)}")
     stream = FORMATS[fmt].open(path, aspect=aspect, split=split, text_col=text_col, label_col=label_col,
-                               id_field=id_field, rationale_label=rationale_label, spans_key=spans_key)
+                               id_field=id_field, rationale_label=rationale_label, spans_key=spans_key,
+                               label_required=label_required)
     return _nonempty(stream, path)
 
 
