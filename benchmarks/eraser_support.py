@@ -33,6 +33,8 @@ def main() -> None:
     parser.add_argument("--predictors", nargs="+", default=["bow", "cnn"], help="the new runs' predictor encoders")
     parser.add_argument("--tokens", action="store_true",
                         help="also try the other decoding: a run's best tokens, the reference's sentences")
+    parser.add_argument("--decodings", nargs="+", choices=("sentences", "tokens"), default=None,
+                        help="the decodings to try (instead of the support's usual one, or both with --tokens)")
     parser.add_argument("--lrs", nargs="+", default=["0.001"], help="learning rates to try (each with each decoding)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--runs", default=None, help="keep the new runs here (default: a temporary folder)")
@@ -51,6 +53,8 @@ def main() -> None:
         support = json.loads((Path(args.support) / "config.json").read_text())
         usual, other = ("sentences", ["--support-sentences"]), ("tokens", ["--no-support-sentences"])
     decodings = dict([usual, other] if args.tokens else [usual])
+    if args.decodings:
+        decodings = {name: flags for name, flags in (usual, other) if name in args.decodings}
     for predictor in args.predictors:
         tried = {}
         for decoding, lr in ((d, lr) for d in decodings for lr in args.lrs):

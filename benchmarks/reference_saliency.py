@@ -99,6 +99,7 @@ def main() -> None:
     parser.add_argument("--budgets", nargs="+", type=float, default=[0.2, 0.3])
     parser.add_argument("--windows", nargs="+", type=int, default=[1, 3, 5, 9])
     parser.add_argument("--sentences", action="store_true", help="also try whole sentences at each budget")
+    parser.add_argument("--sentences-only", action="store_true", help="whole sentences alone at each budget")
     args = parser.parse_args()
     for name in args.datasets:
         measure(name, *splits(name, Path(args.data_dir)), args)
@@ -120,8 +121,8 @@ def measure(name: str, train: list[Record], valid: list[Record], test: list[Reco
                                   [rationale_only(r, k) for r, k in zip(splits[1], kept[1])], task)
         return predictor, kept
 
-    grid = [(b, w, False) for b, w in itertools.product(args.budgets, args.windows)]
-    grid += [(b, 1, True) for b in args.budgets] if args.sentences else []
+    grid = [] if args.sentences_only else [(b, w, False) for b, w in itertools.product(args.budgets, args.windows)]
+    grid += [(b, 1, True) for b in args.budgets] if args.sentences or args.sentences_only else []
     tried = []
     for budget, window, sentences in grid:
         predictor, (_, kept_valid) = fitted(budget, window, sentences, train, valid)
