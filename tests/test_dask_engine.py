@@ -119,3 +119,15 @@ def test_an_empty_text_on_the_cluster_leaves_no_output(run_dir, scheduler, tmp_p
     with pytest.raises(UserError, match=r"document \d+ of partition [1-9]\d*: empty text"):
         annotate(corpus, run_dir, tmp_path / "out", scheduler=scheduler, blocksize=2000)
     assert [p.name for p in tmp_path.iterdir()] == ["reviews.jsonl"]
+
+
+def test_an_id_in_two_rows_is_refused_before_anything_is_written(run_dir, scheduler, tmp_path):
+    """As the local engine does: score and evaluate match predictions by id."""
+    corpus = tmp_path / "reviews.csv"
+    texts = [" ".join(record.tokens) for record in sources.load("demo", "test")[:30]]
+    ids = [f"r{i}" for i in range(30)]
+    ids[27] = "r3"
+    pd.DataFrame({"id": ids, "text": texts}).to_csv(corpus, index=False)
+    with pytest.raises(UserError, match=r"id 'r3' in 2 rows of column 'id'"):
+        annotate(corpus, run_dir, tmp_path / "out", scheduler=scheduler, id_col="id", blocksize=2000)
+    assert [p.name for p in tmp_path.iterdir()] == ["reviews.csv"]

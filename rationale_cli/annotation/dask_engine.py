@@ -51,6 +51,17 @@ def check_columns(columns: Sequence[str], text_col: str, id_col: str | None, sou
         raise UserError(f"{source}: already has a column {taken[0]!r}, which annotating adds; rename or drop it")
 
 
+def check_unique_ids(ids, id_col: str, source: str) -> None:
+    """One error line at an id that more than one row holds (``ids``: the id column, a Dask
+    series; computed on the cluster): score and evaluate match predictions by id."""
+    counts = ids.value_counts()
+    repeated = counts[counts > 1].head(1, npartitions=-1)
+    if len(repeated):
+        raise UserError(f"{source}: id {repeated.index[0]!r} in {int(repeated.iloc[0])} rows of "
+                        f"column {id_col!r}; each document needs its own id, which score and evaluate match "
+                        "predictions by")
+
+
 def result_frame(frame: pd.DataFrame, outputs: list[Output], classification: bool) -> pd.DataFrame:
     """``frame`` plus the rationale columns of ``outputs`` (one per row): prediction a float
     (or a class name), probabilities (JSON) and rationale_text strings, the others lists."""
@@ -155,6 +166,8 @@ def annotate(source: str | Path, run: str | Path, out: str | Path, *, scheduler:
     tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
     try:
         with dask_client(distributed, scheduler):
+            if id_col is not None:
+                check_unique_ids(frame[id_col], id_col, str(source))
             annotated.to_parquet(tmp, write_index=False, name_function=part_name, schema=schema)
         rows = sum(pa.parquet.read_metadata(part).num_rows for part in tmp.glob("*.parquet"))
         os.replace(tmp, target)
