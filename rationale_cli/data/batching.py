@@ -28,6 +28,11 @@ class Batch:
     gold: Tensor | None = None  # [B, T] the gold rationale's tokens (0 for documents without gold), when asked
     golden: Tensor | None = None  # [B] 1 for a document with a gold rationale, beside ``gold``
 
+    @property
+    def selectable(self) -> Tensor:
+        """The positions a rationale may hold ``[B, T]``: the documents' tokens, not the query."""
+        return self.mask if self.visible is None else self.mask - self.visible
+
     def sentences(self) -> Tensor:
         """Each position's sentence index ``[B, T]`` (:meth:`Record.sentence_spans`; query and
         padding positions in the last sentence), made when a decoding asks for it."""

@@ -89,7 +89,7 @@ def scored_documents(model: RationaleModel, vocab: Vocab, task: Task, records: I
             emb = model.embedded(batch.ids)
             z, scores, outputs = decode_batch(model, batch, decoding)
             hard = (z != 0).float()
-            document = batch.mask if batch.visible is None else batch.mask - batch.visible
+            document = batch.selectable
             extra = {}
             for name, masks in (("rationale", hard), ("complement", document - hard)):
                 read = masks if batch.visible is None else masks + batch.visible

@@ -107,8 +107,7 @@ def corpus_threshold(model: RationaleModel, vocab: Vocab, records: Iterable[Reco
     kept = []
     for _, batch, _, scores, _ in decoded_batches(model, vocab, records, batch_size, device,
                                                   decoding=Decoding(coherence=coherence)):
-        selectable = batch.mask if batch.visible is None else batch.mask - batch.visible
-        kept.append(scores[selectable > 0].float().cpu())
+        kept.append(scores[batch.selectable > 0].float().cpu())
     scores = torch.cat(kept) if kept else torch.zeros(0)
     if scores.numel() == 0:
         raise ValueError("the documents have no tokens to select")

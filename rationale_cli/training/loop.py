@@ -59,8 +59,7 @@ def training_loss(model, task: Task, batch: Batch, guidance: float = 0.0,
         pulled = (selection.weights * task.divergence(outputs, full.detach().expand_as(outputs))).sum(-1)
         loss = loss + guidance * (task.loss(full, targets[:, :1]).squeeze(1) + pulled).mean()
     if supervise:
-        selectable = batch.mask if batch.visible is None else batch.mask - batch.visible
-        supervised = supervision_loss(selection, batch.gold, batch.golden, selectable)
+        supervised = supervision_loss(selection, batch.gold, batch.golden, batch.selectable)
         loss = loss + supervise * supervised
         selection.stats[SUPERVISION] = supervised.detach()
     if selection.surrogate is not None:

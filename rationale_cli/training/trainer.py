@@ -140,18 +140,16 @@ def new_model(config: TrainConfig, train: list[Record], valid: list[Record], con
         model = build_model(config, len(vocab), task, vectors, selector, pretrained).to(device)
     except ValueError as err:
         raise UserError(f"--extractor {config.extractor} --encoder {config.encoder}: {err}") from None
-    decoding = config.support_decoding()
     if support is not None:
         copy_selector(model, support)
-        if console is not None:
-            console.print(f"support: the selector of {support.path} ({config.extractor}, {config.selector_encoder} "
-                          f"encoder), fixed, decoding at {decoding.rate}{' in sentences' if decoding.sentences else ''}",
-                          highlight=False)
+        source = f"the selector of {support.path} ({config.extractor}, {config.selector_encoder} encoder)"
     if reference is not None:
         fill_saliency(model, reference, vocab)
-        if console is not None:
-            console.print(f"support: the full-text reference's saliency, fixed, decoding at {decoding.rate}"
-                          f"{' in sentences' if decoding.sentences else ''}", highlight=False)
+        source = "the full-text reference's saliency"
+    if config.support and console is not None:
+        decoding = config.support_decoding()
+        console.print(f"support: {source}, fixed, decoding at {decoding.rate}"
+                      f"{' in sentences' if decoding.sentences else ''}", highlight=False)
     try:
         model.freeze_transformers(config.freeze_layers)
     except ValueError as err:
