@@ -191,13 +191,11 @@ def run_reference(config: TrainConfig, train: list[Record], valid: list[Record],
         return None
     if resume and out is not None and (out / REFERENCE[0]).is_file():
         return load_reference(out)
-    if fitted is not None:
-        console = None
-    reference = fitted or fit_reference(train, valid, task)
+    reference = fitted if fitted is not None else fit_reference(train, valid, task)
     if out is not None:
         with writing():
             save_reference(out, reference)
-    if console is not None:
+    if console is not None and fitted is None:
         valid_score = reference.valid
         console.print(f"full-text reference: {reference.setting}, chosen on validation: {valid_score['metric']} "
                       f"{valid_score['value']:.4g}", highlight=False)
