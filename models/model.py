@@ -9,6 +9,12 @@ a bag of n-grams weighs each word by its z and each bigram by the product of its
 and an output layer makes the prediction. The encoders and the output layer come from a named
 architecture (:mod:`rationale_cli.models.architectures`). Every extractor plugs in through the Selection
 interface, so nothing here depends on which one is used.
+
+Two remedies against degeneration change the model's shape (:mod:`rationale_cli.runs.remedies`):
+``share_encoder`` makes the predictor read the rationale with the selector's own encoder (FR,
+Liu et al. 2022, section 3: one encoder, two output layers), and ``generators`` N > 1 adds N - 1
+selectors, each with its own encoder, whose rationales the one predictor also learns from in
+training (MGR, Liu et al. 2023, section 4); the first selector alone decodes at test time.
 """
 
 from __future__ import annotations
@@ -45,6 +51,8 @@ class RationaleModel(nn.Module):
         predictor_encoder: str | None = None,
         pretrained: Pretrained | None = None,
         support: Decoding | None = None,
+        share_encoder: bool = False,
+        generators: int = 1,
     ):
         """``encoder`` names the architecture (:mod:`rationale_cli.models.architectures`); ``selector_encoder``
         or ``predictor_encoder`` another encoder on that side; ``pretrained`` the transformer
@@ -53,12 +61,28 @@ class RationaleModel(nn.Module):
         The word embeddings exist only when an encoder reads them. With ``support``, the
         selector side (embeddings, selector encoder, selector) is fixed and decodes as
         ``support`` says in training too, and that is the model's own decoding: only the
-        predictor learns (two-stage training, :mod:`rationale_cli.training.support`)."""
+        predictor learns (two-stage training, :mod:`rationale_cli.training.support`).
+        ``share_encoder`` (FR) and ``generators`` (MGR): see the module's docstring."""
         super().__init__()
         kind = selector_class(extractor) if isinstance(extractor, str) else extractor
-        parts = build_architecture(encoder, embedding_dim, hidden_size, outputs, dropout=dropout,
-                                   needs_selector=kind.needs_states, selector=selector_encoder,
-                                   predictor=predictor_encoder, pretrained=pretrained, vocab_size=vocab_size)
+        if generators < 1:
+            raise ValueError(f"generators {generators}: expected 1 or more")
+        if (share_encoder or generators > 1) and (support is not None or not kind.needs_states or kind.reads_ids):
+            raise ValueError("a shared encoder or several generators need a selector that learns from an encoder's "
+                             "states (not full, saliency or a fixed support)")
+        if share_encoder and generators > 1:
+            raise ValueError("a shared encoder and several generators do not go together")
+
+        def architecture():
+            return build_architecture(encoder, embedding_dim, hidden_size, outputs, dropout=dropout,
+                                      needs_selector=kind.needs_states, selector=selector_encoder,
+                                      predictor=predictor_encoder, pretrained=pretrained, vocab_size=vocab_size)
+
+        parts = architecture()
+        if share_encoder and type(parts.selector_encoder) is not type(parts.predictor_encoder):
+            raise ValueError(f"a shared encoder needs one kind of encoder on both sides; here the selector's is "
+                             f"{type(parts.selector_encoder).__name__}, the predictor's "
+                             f"{type(parts.predictor_encoder).__name__}")
         self.embed = nn.Embedding(vocab_size, embedding_dim, padding_idx=0) if parts.reads_vectors else None
         if embeddings is not None:
             if self.embed is None:
@@ -72,18 +96,39 @@ class RationaleModel(nn.Module):
         if kind.reads_ids:
             states = vocab_size
         own = {"options": extractor_options} if isinstance(extractor_options, Options) else (extractor_options or {})
+
+        def selector() -> Selector:
+            if isinstance(extractor, str):
+                return build_selector(extractor, states, **own)
+            return extractor(states, **own)
+
         if isinstance(extractor, Selector):
+            if generators > 1:
+                raise ValueError("several generators need the extractor's name or class, not one selector")
             self.selector = extractor
-        elif isinstance(extractor, str):
-            self.selector = build_selector(extractor, states, **own)
         else:
-            self.selector = extractor(states, **own)
-        self.predictor_encoder = parts.predictor_encoder
+            self.selector = selector()
+        # MGR's other generators: an encoder and a selector each, as the first
+        self.generators = nn.ModuleList(nn.ModuleDict({"encoder": architecture().selector_encoder,
+                                                       "selector": selector()}) for _ in range(generators - 1))
+        self.shares_encoder = share_encoder
+        if not share_encoder:  # shared: the selector's, not registered twice (its weights are saved once)
+            self.predictor_encoder = parts.predictor_encoder
         self.output = parts.output
         self.support = support
         if support is not None:
             for part in self.selector_side():
                 part.requires_grad_(False)
+
+    @property
+    def predictor_encoder(self):
+        """The encoder that reads the rationale: the selector's own with a shared encoder (FR)."""
+        return self.selector_encoder if self.shares_encoder else self._modules["predictor_encoder"]
+
+    def generator_learning_rates(self) -> list[tuple[list[nn.Parameter], float]]:
+        """MGR's other generators' parameters, each with its learning rate as a multiple of the
+        first's: generator i (from 0) learns at i + 1 times it (Liu et al. 2023, section 4.3)."""
+        return [(list(g.parameters()), float(i + 2)) for i, g in enumerate(self.generators)]
 
     def selector_side(self) -> list[nn.Module]:
         """The modules that choose the rationale (a fixed support's whole side)."""
@@ -94,12 +139,16 @@ class RationaleModel(nn.Module):
         return None if self.embed is None else self.embed(ids)
 
     def predictor_parameters(self) -> list[nn.Parameter]:
-        """The predictor's parameters (its encoder and the output layer), for its own learning rate."""
-        return [*self.predictor_encoder.parameters(), *self.output.parameters()]
+        """The predictor's parameters (its encoder and the output layer), for its own learning rate;
+        with a shared encoder (FR) the output layer alone (the encoder learns at the selector's rate)."""
+        own = [] if self.shares_encoder else [*self.predictor_encoder.parameters()]
+        return [*own, *self.output.parameters()]
 
     def transformers(self) -> list[HFEncoder]:
         """The model's transformer encoders (``hf`` sides)."""
-        return [e for e in (self.selector_encoder, self.predictor_encoder) if isinstance(e, HFEncoder)]
+        encoders = (self.selector_encoder, *(() if self.shares_encoder else (self.predictor_encoder,)),
+                    *(g["encoder"] for g in self.generators))
+        return [e for e in encoders if isinstance(e, HFEncoder)]
 
     def transformer_parameters(self) -> list[nn.Parameter]:
         """The transformers' own weights, for their own learning rate."""
@@ -110,17 +159,19 @@ class RationaleModel(nn.Module):
         for encoder in self.transformers():
             encoder.freeze(layers)
 
-    def states(self, emb: Tensor | None, mask: Tensor, ids: Tensor | None = None) -> Tensor | None:
-        """The selector encoder's states; ``ids`` (needed by a transformer) let a static encoder
-        start from the words' products at inference; the ids themselves for a selector that reads them."""
+    def states(self, emb: Tensor | None, mask: Tensor, ids: Tensor | None = None, encoder=None) -> Tensor | None:
+        """The selector encoder's states (or ``encoder``'s: another generator's); ``ids`` (needed
+        by a transformer) let a static encoder start from the words' products at inference; the
+        ids themselves for a selector that reads them."""
+        encoder = self.selector_encoder if encoder is None else encoder
         if self.selector.reads_ids:
             return ids
-        if self.selector_encoder is None:
+        if encoder is None:
             return None
-        if self.selector_encoder.reads_ids:
-            return self.selector_encoder(ids, mask)[0]
+        if encoder.reads_ids:
+            return encoder(ids, mask)[0]
         tokens = None if ids is None or self.training else TokenRows(ids, self.embed.weight, torch.ones_like(mask))
-        return self.selector_encoder(emb, mask, tokens)[0]
+        return encoder(emb, mask, tokens)[0]
 
     def predict_masked(self, emb: Tensor, mask: Tensor, masks: Tensor, ids: Tensor | None = None,
                        skip_zeros: bool = False) -> Tensor:
@@ -164,7 +215,8 @@ class RationaleModel(nn.Module):
                 z, _ = self.rationale(emb, ids, mask, selectable, self.support, sentences)
             selection = Selection.single(z, selected=selected_share(z, selectable))
         else:
-            selection = self.selector(self.states(emb, mask, ids), selectable)
+            selection = Selection.joined([self.selector(self.states(emb, mask, ids), selectable)] + [
+                g["selector"](self.states(emb, mask, ids, g["encoder"]), selectable) for g in self.generators])
         masks = selection.masks if visible is None else selection.masks + visible.unsqueeze(1)
         weighted = selection.weights > 0
         if bool(weighted.all()):

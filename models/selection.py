@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import torch
 from torch import Tensor, nn
 
 from rationale_cli.models.options import NoOptions, Options
@@ -72,6 +73,36 @@ class Selection:
             stats=dict(stats),
             constant_zeros=constant_zeros,
             per_token=per_token,
+        )
+
+    @staticmethod
+    def joined(selections: list[Selection]) -> Selection:
+        """Several selectors' selections of the same documents side by side, as one (several
+        generators feeding one predictor: MGR, Liu et al. 2023, section 4): their masks in a
+        row, each one's weights and penalty over their number, so the loss is the mean of the
+        selectors' own losses; each one's surrogate reads its own masks' losses. The first
+        selector's statistics and per-token probabilities are the joined one's (it is the one
+        decoded at test time)."""
+        count = len(selections)
+        if count == 1:
+            return selections[0]
+        sizes = [s.masks.shape[1] for s in selections]
+        surrogates = [(s.surrogate, start, size) for s, start, size in
+                      zip(selections, [sum(sizes[:i]) for i in range(count)], sizes) if s.surrogate is not None]
+
+        def surrogate(loss: Tensor) -> Tensor | None:
+            terms = [t for t in (own(loss[:, start:start + size]) for own, start, size in surrogates) if t is not None]
+            return sum(terms) / count if terms else None
+
+        first = selections[0]
+        return Selection(
+            masks=torch.cat([s.masks for s in selections], 1),
+            weights=torch.cat([s.weights for s in selections], 1) / count,
+            penalty=sum(s.penalty for s in selections) / count,
+            surrogate=surrogate if surrogates else None,
+            stats=dict(first.stats),
+            constant_zeros=all(s.skippable_zeros for s in selections),
+            per_token=first.per_token,
         )
 
     @property

@@ -32,7 +32,7 @@ PANELS = {
              "rationale_label", "spans_key", "query"),
     "Model": ("extractor", "encoder", "selector_encoder", "predictor_encoder", "pretrained", "freeze_layers",
               "embeddings", "embedding_dim", "fix_embeddings", "hidden_size", "dropout", "min_freq", "max_vocab",
-              "reference", "support", "support_sentences"),
+              "share_encoder", "generators", "reference", "support", "support_sentences"),
     "Training": ("epochs", "batch_size", "lr", "weight_decay", "lr_decay", "lr_final", "lr_decay_epochs",
                  "pretrained_lr", "predictor_lr", "guidance", "supervise", "supervise_fraction", "clip", "patience",
                  "keep", "rate_tolerance", "save_epochs", "time_limit", "seed", "device"),

@@ -122,6 +122,13 @@ class TrainConfig:
     guidance: float = option(0.0, "Weight of full-text guidance against degeneration: the predictor also learns "
                              "on the full text, and its output on the rationale is pulled toward it (a KL "
                              "divergence; squared difference for scores; Huang et al. 2021), 0 = off.", low=0.0)
+    share_encoder: bool = option(False, "One encoder for both sides: the predictor reads the rationale with the "
+                                 "selector's encoder, each with its own output layer, against degeneration (FR, "
+                                 "Liu et al. 2022).")
+    generators: int = option(1, "Selectors trained side by side, each with its own encoder, their rationales all "
+                             "read by the one predictor in training, against degeneration; the first decodes "
+                             "at test time and selector N learns at N times its rate (MGR, Liu et al. 2023).",
+                             low=1, high=16)
     supervise: float = option(0.0, "Rationale supervision: weight of a per-token loss between the selector's "
                               "selection and the gold rationale, on the training documents that have one (the "
                               "others train as without; Zhang et al. 2016, ERASER's supervised rows), 0 = off.",
@@ -214,7 +221,7 @@ FROM_RUN = "paths_from_run"
 SUPERVISED = "supervised_documents"  # how many training documents' gold supervised the run
 # what a saved config holds beside its options: how the run was trained, where its paths lie from it
 RUN_FACTS = ("processes", "effective_batch_size", SUPERVISED, FROM_RUN)
-SHAPES = ("embedding_dim", "hidden_size")  # options a saved run's range is checked for: they size the model
+SHAPES = ("embedding_dim", "hidden_size", "generators")  # options a saved run's range is checked for: they size the model
 
 
 def is_path(value, name: str) -> bool:
@@ -258,6 +265,27 @@ def check_known(values: dict[str, Any], source: str) -> None:
         raise UserError(f"{source}unknown option {flag_of(unknown[0])}; known: {known}")
 
 
+def remedy_conflicts(config: TrainConfig, extractor: str) -> None:
+    """One error line for a shared encoder or several generators where they cannot be: without a
+    selector that learns from an encoder, with a fixed support, or together."""
+    used = [flag_of(name) for name, off in (("share_encoder", False), ("generators", 1))
+            if getattr(config, name) != off]
+    if not used:
+        return
+    kind = selector_class(extractor)
+    if config.support or not kind.needs_states or kind.reads_ids:
+        raise UserError(f"{' and '.join(used)} {'change' if len(used) > 1 else 'changes'} how a selector learns "
+                        f"from its encoder; {extractor} "
+                        f"{'is fixed here (' + flag_of('support') + ')' if config.support else 'has no encoder'}")
+    if len(used) > 1:
+        raise UserError(f"{used[0]} and {used[1]} do not go together (MGR's generators have encoders of their own)")
+    if config.share_encoder:
+        sides = {config.selector_encoder or config.encoder, config.predictor_encoder or config.encoder}
+        if len(sides) > 1 or config.encoder in ("l2x", "sst-simple", "sst-complex"):
+            raise UserError(f"{flag_of('share_encoder')} needs one kind of encoder on both sides; here they are "
+                            f"{' and '.join(sorted(sides)) if len(sides) > 1 else config.encoder + ' (two kinds)'}")
+
+
 def from_values(values: dict[str, Any], given: set[str] | None = None, ranges: bool = True) -> TrainConfig:
     """The one path from option values to a configuration: values of the declared type
     and range, extractor options declared by the chosen extractor, and ``given`` (what a
@@ -292,6 +320,7 @@ def from_values(values: dict[str, Any], given: set[str] | None = None, ranges: b
                         "and only the predictor learns")
     if config.supervise_fraction != 1.0 and not config.supervise:
         raise UserError(f"{flag_of('supervise_fraction')} applies only with {flag_of('supervise')} WEIGHT above 0")
+    remedy_conflicts(config, extractor)
     if config.keep == "best-loss-at-rate" and config.rate_target() is None:
         raise OptionError("keep", config.keep, "best-loss (best-loss-at-rate needs a selection rate held in "
                           "training: a share as {budget}, and {lagrangian} for bernoulli)", extractor=extractor)

@@ -73,6 +73,8 @@ def build_model(config: TrainConfig, vocab_size: int, task: Task, embeddings=Non
         predictor_encoder=config.predictor_encoder,
         pretrained=pretrained,
         support=config.support_decoding(),
+        share_encoder=config.share_encoder,
+        generators=config.generators,
     )
 
 

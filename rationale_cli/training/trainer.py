@@ -162,14 +162,18 @@ def parameter_groups(model: RationaleModel, config: TrainConfig) -> list[dict]:
     (its encoder and output layer) at ``predictor_lr`` times the rate of its side, the rest
     (selector, its encoder, the word embeddings) at that rate (decoupled rates: Liu et al.,
     2023, "Decoupled Rationalization with Asymmetric Learning Rates"), where a transformer's
-    own weights learn at ``pretrained_lr`` and every other weight at ``lr``."""
+    own weights learn at ``pretrained_lr`` and every other weight at ``lr``. MGR's other
+    generators learn at a multiple of their side's rate each
+    (:meth:`~rationale_cli.models.model.RationaleModel.generator_learning_rates`)."""
     predictor = {id(p) for p in model.predictor_parameters()}
     pretrained = {id(p) for p in model.transformer_parameters()}
+    multiples = {id(p): times for params, times in model.generator_learning_rates() for p in params}
     groups: dict[float, list] = {}
     for p in model.parameters():
         if p.requires_grad:
             base = config.pretrained_lr if config.pretrained_lr is not None and id(p) in pretrained else config.lr
-            groups.setdefault(base * (config.predictor_lr if id(p) in predictor else 1.0), []).append(p)
+            times = config.predictor_lr if id(p) in predictor else multiples.get(id(p), 1.0)
+            groups.setdefault(base * times, []).append(p)
     return [{"params": params} if lr == config.lr else {"params": params, "lr": lr} for lr, params in groups.items()]
 
 
