@@ -8,6 +8,8 @@ A page asks for a generated part with a marker line of its own:
 ``<!-- generated: extractor-table -->``
     one row per extractor of the registry ``rationale_cli.models.selectors.SELECTORS``: its summary,
     what ``--budget`` is for it and its default, its default encoder and its own options;
+``<!-- generated: remedy-table -->``
+    one row per remedy against degeneration of ``rationale_cli.runs.remedies.REMEDIES``;
 ``<!-- generated: results-summary -->``
     the opening and the summary table of ``benchmarks/RESULTS.md``.
 
@@ -189,6 +191,19 @@ def supervision_table() -> str:
     return "\n".join(lines) + "\n"
 
 
+def remedy_table() -> str:
+    """The remedies against degeneration (``rationale_cli.runs.remedies.REMEDIES``): paper, option, search."""
+    from rationale_cli.runs.flags import flag_of
+    from rationale_cli.runs.remedies import REMEDIES
+
+    lines = ["| remedy | what it does | turned on by | a search tries | paper |", "|---|---|---|---|---|"]
+    for name, remedy in REMEDIES.items():
+        on = flag_of(remedy.option) if remedy.value is True else f"{flag_of(remedy.option)} {remedy.value:g}"
+        lines.append(f"| {name.upper()} | {inline(remedy.summary)} | {code(on)} | {inline(remedy.search.describe())} "
+                     f"| {inline(remedy.paper)} |")
+    return "\n".join(lines) + "\n"
+
+
 # ----------------------------------------------------------------------------- benchmark summary
 
 def results_summary() -> str:
@@ -209,6 +224,7 @@ GENERATORS = {
     "cli-reference": cli_reference,
     "extractor-table": extractor_table,
     "supervision-table": supervision_table,
+    "remedy-table": remedy_table,
     "results-summary": results_summary,
 }
 

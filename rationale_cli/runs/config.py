@@ -29,6 +29,7 @@ from rationale_cli.models.selectors import SELECTORS, all_option_specs, selector
 from rationale_cli.runs.flags import flag_of, option_line
 from rationale_cli.runs.keep import Keep
 from rationale_cli.runs.reference import REFERENCE_SUPPORT, support_extractor
+from rationale_cli.runs.remedies import remedy_conflicts
 from rationale_cli.runtime.devices import DEVICE_NAME
 from rationale_cli.runtime.errors import UserError
 
@@ -121,14 +122,11 @@ class TrainConfig:
                                  "rates, Liu et al. 2023).", above=0.0, high=1e6)
     guidance: float = option(0.0, "Weight of full-text guidance against degeneration: the predictor also learns "
                              "on the full text, and its output on the rationale is pulled toward it (a KL "
-                             "divergence; squared difference for scores; Huang et al. 2021), 0 = off.", low=0.0)
-    share_encoder: bool = option(False, "One encoder for both sides: the predictor reads the rationale with the "
-                                 "selector's encoder, each with its own output layer, against degeneration (FR, "
-                                 "Liu et al. 2022).")
-    generators: int = option(1, "Selectors trained side by side, each with its own encoder, their rationales all "
-                             "read by the one predictor in training, against degeneration; the first decodes "
-                             "at test time and selector N learns at N times its rate (MGR, Liu et al. 2023).",
-                             low=1, high=16)
+                             "divergence; squared difference for scores; Huang et al. 2021; MCD), 0 = off.", low=0.0)
+    share_encoder: bool = option(False, "Against degeneration, one encoder for both sides: the predictor reads "
+                                 "the rationale with the selector's (FR, Liu et al. 2022).")
+    generators: int = option(1, "Against degeneration, N selectors feed the predictor in training, selector N at "
+                             "N times the rate; the first decodes (MGR, Liu et al. 2023).", low=1, high=16)
     supervise: float = option(0.0, "Rationale supervision: weight of a per-token loss between the selector's "
                               "selection and the gold rationale, on the training documents that have one (the "
                               "others train as without; Zhang et al. 2016, ERASER's supervised rows), 0 = off.",
@@ -263,27 +261,6 @@ def check_known(values: dict[str, Any], source: str) -> None:
     if unknown:
         known = ", ".join(map(flag_of, known_options()))
         raise UserError(f"{source}unknown option {flag_of(unknown[0])}; known: {known}")
-
-
-def remedy_conflicts(config: TrainConfig, extractor: str) -> None:
-    """One error line for a shared encoder or several generators where they cannot be: without a
-    selector that learns from an encoder, with a fixed support, or together."""
-    used = [flag_of(name) for name, off in (("share_encoder", False), ("generators", 1))
-            if getattr(config, name) != off]
-    if not used:
-        return
-    kind = selector_class(extractor)
-    if config.support or not kind.needs_states or kind.reads_ids:
-        raise UserError(f"{' and '.join(used)} {'change' if len(used) > 1 else 'changes'} how a selector learns "
-                        f"from its encoder; {extractor} "
-                        f"{'is fixed here (' + flag_of('support') + ')' if config.support else 'has no encoder'}")
-    if len(used) > 1:
-        raise UserError(f"{used[0]} and {used[1]} do not go together (MGR's generators have encoders of their own)")
-    if config.share_encoder:
-        sides = {config.selector_encoder or config.encoder, config.predictor_encoder or config.encoder}
-        if len(sides) > 1 or config.encoder in ("l2x", "sst-simple", "sst-complex"):
-            raise UserError(f"{flag_of('share_encoder')} needs one kind of encoder on both sides; here they are "
-                            f"{' and '.join(sorted(sides)) if len(sides) > 1 else config.encoder + ' (two kinds)'}")
 
 
 def from_values(values: dict[str, Any], given: set[str] | None = None, ranges: bool = True) -> TrainConfig:
