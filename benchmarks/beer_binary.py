@@ -15,7 +15,11 @@ for appearance, 14 of them negative, 33 without spans). ``--train-size N`` train
 of the balanced training reviews (a learning curve).
 
 A configuration is chosen on the validation reviews (accuracy, the papers' choice of epoch and
-setting); the test reviews are read once per configuration. Each run appends one row to
+setting); the test reviews are read once per configuration. With ``--decodings`` each run's
+validation reviews are decoded each way given (``own``: the extractor's; ``rate``: each review
+at the rate, ``evaluate --rate``; ``sentences``: in whole sentences, ``evaluate --sentences``;
+``rate-sentences``: both) and the test reviews the way of best validation accuracy (the first
+given on a tie). Each run appends one row to
 benchmarks/results.jsonl with ``protocol: binary``.
 
     python benchmarks/beer_binary.py --extractor hardkuma --aspects 0 --seeds 0 1 2 \\
@@ -125,6 +129,28 @@ def protocol_files(beer: Path, aspect: int, folder: Path, balance: bool, size: i
     }
 
 
+DECODINGS = {"own": (), "rate": ("--rate", "{rate}"), "sentences": ("--sentences",),
+             "rate-sentences": ("--rate", "{rate}", "--sentences")}
+
+
+def decoded(name: str, rate: float) -> list[str]:
+    """``evaluate``'s options for decoding ``name`` at ``rate``."""
+    return [part.format(rate=rate) for part in DECODINGS[name]]
+
+
+def chosen_decoding(run: Path, valid: Path, names: list[str], rate: float) -> tuple[str, dict]:
+    """The decoding of ``names`` whose validation accuracy is highest (the first on a tie), and each
+    one's validation accuracy and selection rate."""
+    scores = {}
+    for name in names:
+        out = run / f"valid_metrics-{name}.json"
+        rationale("evaluate", str(run), str(valid), "--no-faithfulness", *decoded(name, rate), "--json", str(out))
+        metrics = json.loads(out.read_text())
+        scores[name] = {"accuracy": metrics["accuracy"], "selection_rate": metrics["selection_rate"]}
+    best = max(names, key=lambda name: (scores[name]["accuracy"], -names.index(name)))
+    return best, scores
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", default="../shared/data", help="folder holding beer/ and glove_6B_50d_subset/")
@@ -143,6 +169,8 @@ def main() -> None:
     parser.add_argument("--search", default=None, metavar="NAME",
                         help="these runs are one configuration of the search NAME (the docs' table keeps, of "
                              "its configurations, the one of best mean validation accuracy)")
+    parser.add_argument("--decodings", nargs="+", choices=tuple(DECODINGS), default=["own"],
+                        help="test-time decodings to choose from on validation accuracy")
     parser.add_argument("--no-test", action="store_true",
                         help="train and record the validation figures only: a configuration not yet chosen")
     parser.add_argument("--evaluate-only", action="store_true",
@@ -176,12 +204,14 @@ def main() -> None:
                 train_cmd, seconds = rationale(*train_args)
             config = json.loads((run / "config.json").read_text())
             trained = json.loads((run / "metrics.json").read_text())
+            decoding, by_decoding = ("own", None) if args.decodings == ["own"] else \
+                chosen_decoding(run, files["valid"], args.decodings, rate)
             if args.no_test:
                 eval_cmd, test = None, {}
             else:
-                metrics_file = run / "test_metrics.json"
+                metrics_file = run / f"test_metrics-{decoding}.json"
                 eval_cmd, _ = rationale("evaluate", str(run), str(files["test"]), "--no-faithfulness",
-                                        "--json", str(metrics_file))
+                                        *decoded(decoding, rate), "--json", str(metrics_file))
                 test = json.loads(metrics_file.read_text())
             append_result({
                 "benchmark": "beer_binary", "protocol": "binary", "dataset": f"beer{aspect}", "aspect": aspect,
@@ -193,6 +223,7 @@ def main() -> None:
                 **{key: test.get(key) for key in ("selection_rate", "precision", "recall", "f1", "accuracy")},
                 "reference_accuracy": test.get("full_text_reference", {}).get("value"),
                 "valid_accuracy": trained["valid"]["accuracy"], "valid_rate": trained["valid"]["selection_rate"],
+                "decoding": decoding, "valid_by_decoding": by_decoding,
                 "epochs_run": len(trained["history"]), "train_seconds": round(seconds, 1),
                 "sizes": files["sizes"], "negatives": files["negatives"], "balanced": balance,
                 "vectors": args.pretrained.name if args.pretrained else vectors_name(Path(vectors)),
