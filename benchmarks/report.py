@@ -445,8 +445,28 @@ def write_report() -> None:
                    pct(r["precision"]) if "precision" in r else "-",
                    f"{r['token_f1_micro']:.3f} / {r['token_f1_macro']:.3f}",
                    f"{r['iou_f1_micro']:.3f} / {r['iou_f1_macro']:.3f}"]))
+    out.append(timing_section(
+        prose, rows, "beer_binary",
+        ["aspect", "extractor, encoder", "remedy", "train reviews", "seed", "valid acc %", "decoding",
+         "selected %", "P %", "R %", "F1 %", "acc %", "reference acc %"],
+        lambda r: [r["aspect"], f"{r['extractor']}, {r['encoder']}", remedy(r), f"{r['sizes']['train']:,}"
+                   + ("" if r["balanced"] else " (all)"), r["seed"], pct(r["valid_accuracy"]), r.get("decoding", "own"),
+                   *(pct(r[key]) if r[key] is not None else "not tested"
+                     for key in ("selection_rate", "precision", "recall", "f1", "accuracy")),
+                   pct(r["reference_accuracy"]) if r.get("reference_accuracy") is not None else "-"]))
     # each section ends in a blank line; the file in one newline
     REPORT.write_text("".join(out).rstrip("\n") + "\n")
+
+
+def remedy(row: dict) -> str:
+    """The remedies against degeneration a beer_binary row's run used, by their options."""
+    used = row.get("remedies") or {}
+    names = [name for name, on in (("FR", used.get("share_encoder")), ("MGR x" + str(used.get("generators")),
+                                                                      (used.get("generators") or 1) > 1),
+                                   (f"MCD {used.get('guidance'):g}" if used.get("guidance") else "", used.get("guidance")),
+                                   (f"DR {used.get('predictor_lr'):g}" if used.get("predictor_lr") not in (None, 1.0)
+                                    else "", used.get("predictor_lr") not in (None, 1.0))) if on]
+    return ", ".join(names) or "none"
 
 
 def metric_value(row: dict, value: float, signed: bool = False) -> str:
