@@ -8,7 +8,7 @@ The papers' rows we compare with train on Lei et al.'s decorrelated aspect sets 
 thousands of reviews each), which are not available here; their heldout parts are. For each aspect we binarise the 9,000 / 1,000 split of
 ``reviews.aspectN.heldout.txt.gz`` that ``beer.py`` uses (the same fixed shuffle) and, as the
 papers' code does, balance both sides by keeping as many positive reviews as there are negative
-ones (the first ones of the shuffle; ``--no-balance`` keeps them all): about 3,800 training and
+ones (the first ones of the shuffle; ``--no-balance`` keeps every training review): about 3,800 training and
 420 validation reviews for appearance. The test reviews are those of ``annotations.json`` whose
 rating for the aspect survives binarisation, every one scored, with its spans or without (969
 for appearance, 14 of them negative, 33 without spans). ``--train-size N`` trains on the first N
@@ -78,7 +78,7 @@ def binary(score: float) -> str | None:
 
 def binarised(records, balance: bool) -> list[dict]:
     """The records whose score has a class, as JSONL rows (``label``, and ``rationale`` where the
-    record has gold spans). ``balance``: as many positive rows as negative, the first ones in order."""
+    record has gold spans). ``balance``: as many rows of one class as of the other, the first ones."""
     rows = []
     for record in records:
         label = binary(record.label)
@@ -87,15 +87,14 @@ def binarised(records, balance: bool) -> list[dict]:
             if record.rationale is not None:
                 row["rationale"] = [list(span) for span in record.rationale]
             rows.append(row)
-    if balance:
-        negatives = sum(row["label"] == NEGATIVE for row in rows)
-        kept, positives = [], 0
+    if balance:  # each class capped at the smaller one's size, the first rows of each kept
+        cap = min(sum(row["label"] == label for row in rows) for label in (POSITIVE, NEGATIVE))
+        seen = {POSITIVE: 0, NEGATIVE: 0}
+        kept = []
         for row in rows:
-            if row["label"] == POSITIVE:
-                positives += 1
-                if positives > negatives:
-                    continue
-            kept.append(row)
+            seen[row["label"]] += 1
+            if seen[row["label"]] <= cap:
+                kept.append(row)
         rows = kept
     return rows
 

@@ -270,3 +270,27 @@ def test_report_summary_takes_a_run_s_widest_cross_fitted_grid_only():
     assert best([narrow, row(0.60, [0.0]), wide]) == "66.0"
     assert best([narrow, row(0.66, [0.0, 4.0, 8.0, 16.0], folder="/runs/b")]) == "70.0"
     assert best([narrow, row(0.66, [0.0, 4.0])]) == "70.0"  # a narrower grid supersedes nothing
+
+
+def test_the_binary_protocol_drops_middling_ratings_balances_training_and_keeps_every_test_review(tmp_path):
+    beer = tmp_path / "beer"
+    beer.mkdir()
+    # aspect 0's ratings 0.0 ... 0.9 in turn: 0.5 is dropped, 0.0-0.4 negative, 0.6-0.9 positive
+    write_heldout(beer, 0, [([0.1 * (i % 10), 0.5, 0.5, 0.5, 0.5], f"review {i}") for i in range(60)])
+    annotated = [{"x": ["head", "white", "."], "y": [y, 0.5, 0.5, 0.5, 0.5], "0": spans, "rid": i}
+                 for i, (y, spans) in enumerate([(0.8, [[0, 2]]), (0.5, [[0, 1]]), (0.2, []), (0.6, [[1, 3]])])]
+    (beer / "annotations.json").write_text("\n".join(json.dumps(a) for a in annotated) + "\n")
+    script = load_script("beer_binary")
+    assert [script.binary(s) for s in (0.0, 0.4, 0.5, 0.6, 1.0)] == ["negative", "negative", None, "positive",
+                                                                    "positive"]
+    files = script.protocol_files(beer, 0, tmp_path / "out", balance=True, size=None)
+    rows = {name: [json.loads(line) for line in files[name].read_text().splitlines()]
+            for name in ("train", "valid", "test")}
+    for name in ("train", "valid"):
+        labels = [r["label"] for r in rows[name]]
+        assert labels.count("positive") == labels.count("negative") == files["negatives"][name] > 0
+    assert files["sizes"]["train"] + files["sizes"]["valid"] < 60 * 9 / 10
+    assert [(r["label"], r["rationale"]) for r in rows["test"]] == [("positive", [[0, 2]]), ("negative", []),
+                                                                    ("positive", [[1, 3]])]
+    unbalanced = script.protocol_files(beer, 0, tmp_path / "all", balance=False, size=None)
+    assert unbalanced["sizes"]["train"] == 60 * 9 // 10 * 9 // 10 and unbalanced["sizes"]["valid"] == files["sizes"]["valid"]
