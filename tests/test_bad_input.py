@@ -18,7 +18,7 @@ from rationale_cli.cli import app
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 TINY = ["--encoder", "cnn", "--extractor", "attention", "--embedding-dim", "8", "--hidden-size", "8",
-        "--batch-size", "100", "--epochs", "1"]
+        "--no-reference", "--batch-size", "100", "--epochs", "1"]
 runner = CliRunner()
 
 
@@ -579,7 +579,7 @@ def test_whole_number_labels_are_classes_and_the_line_says_so(tmp_path):
     data = tmp_path / "stars.jsonl"
     data.write_text("".join(json.dumps({"tokens": [word, "beer"], "label": stars}) + "\n"
                             for word, stars in (("good", 5), ("bad", 1), ("fine", 3)) for _ in range(4)))
-    result = invoke("train", "--data", data, "--valid", data, "--out", tmp_path / "run", "--no-reference", *TINY)
+    result = invoke("train", "--data", data, "--valid", data, "--out", tmp_path / "run", *TINY)
     assert result.exit_code == 0, result.output
     assert "note: the labels are whole numbers, read as 3 classes (1, 3, 5)" in result.output
 
@@ -614,7 +614,7 @@ def test_resume_takes_the_original_command_and_refuses_only_what_it_changes(tmp_
     data.write_text("".join(json.dumps({"text": f"{word} beer {i}", "score": score}) + "\n"
                             for i in range(20) for word, score in (("good", 0.9), ("bad", 0.1))))
     out = tmp_path / "run"
-    command = ["train", "--data", data, "--out", out, *TINY, "--budget", "0.3", "--lr", "0.002", "--no-reference"]
+    command = ["train", "--data", data, "--out", out, *TINY, "--budget", "0.3", "--lr", "0.002"]
     assert invoke(*command).exit_code == 0
     refused(invoke(*command, "--resume"), f"{out}: already trained for 1 epoch; give --epochs more than 1")
     refused(invoke(*command, "--lr", "0.003", "--epochs", "2", "--resume"),

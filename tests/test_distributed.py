@@ -113,7 +113,7 @@ def torchrun(*args: str, processes: int = 2) -> subprocess.CompletedProcess:
 
 @pytest.mark.slow
 def test_torchrun_trains_and_resumes_a_distributed_run_exactly(tmp_path):
-    options = ["--data", "demo", "--extractor", "hardkuma", "--encoder", "cnn", "--embedding-dim", 16,
+    options = ["--data", "demo", "--no-reference", "--extractor", "hardkuma", "--encoder", "cnn", "--embedding-dim", 16,
                "--hidden-size", 16, "--batch-size", 50, "--epochs", 2, "--seed", 3, "--independent"]
     whole, halves = tmp_path / "whole", tmp_path / "halves"
     result = torchrun("--out", whole, *options)
@@ -134,7 +134,7 @@ def test_torchrun_trains_and_resumes_a_distributed_run_exactly(tmp_path):
 
 @pytest.mark.slow
 def test_one_process_under_torchrun_goes_through_ddp_to_the_single_process_result(tmp_path):
-    options = ["--data", "demo", "--extractor", "bernoulli", "--encoder", "cnn", "--embedding-dim", 16,
+    options = ["--data", "demo", "--no-reference", "--extractor", "bernoulli", "--encoder", "cnn", "--embedding-dim", 16,
                "--hidden-size", 16, "--batch-size", 50, "--epochs", 2, "--lagrangian", "--budget", 0.2,
                "--baseline", "ema", "--samples", 1]
     result = torchrun("--out", tmp_path / "ddp", *options, processes=1)

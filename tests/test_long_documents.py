@@ -22,7 +22,7 @@ from rationale_cli.data.records import Record
 from rationale_cli.runtime.atomic import open_descriptor
 
 ROOT = Path(__file__).resolve().parent.parent
-SMALL = ["--epochs", "1", "--embedding-dim", "8", "--hidden-size", "8"]
+SMALL = ["--no-reference", "--epochs", "1", "--embedding-dim", "8", "--hidden-size", "8"]
 
 
 def invoke(*args):

@@ -19,7 +19,7 @@ from rationale_cli.runs.config import FROM_RUN, TrainConfig, located
 from rationale_cli.runtime.errors import UserError
 
 demo = importlib.import_module("rationale_cli.cli.demo")  # the module, not the command of that name
-TINY = ["--epochs", "1", "--encoder", "cnn", "--embedding-dim", "16", "--hidden-size", "16", "--batch-size", "100"]
+TINY = ["--no-reference", "--epochs", "1", "--encoder", "cnn", "--embedding-dim", "16", "--hidden-size", "16", "--batch-size", "100"]
 
 
 def invoke(*args):
