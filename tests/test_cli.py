@@ -16,7 +16,7 @@ from rationale_cli.training.callbacks import out_of_time
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 SMALL = ["--encoder", "cnn", "--extractor", "attention", "--embedding-dim", "16", "--hidden-size", "16",
-         "--batch-size", "100", "--budget", "0.2", "--lr", "0.003"]
+         "--batch-size", "100", "--budget", "0.2", "--lr", "0.003", "--no-reference"]
 
 runner = CliRunner()
 

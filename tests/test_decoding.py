@@ -13,7 +13,7 @@ from rationale_cli.models.decoding import Decoding
 from rationale_cli.models.model import RationaleModel
 from rationale_cli.runs.run_directory import load_run
 
-SMALL = dict(encoder="cnn", embedding_dim=16, hidden_size=16, batch_size=50, epochs=1, seed=0)
+SMALL = dict(encoder="cnn", embedding_dim=16, hidden_size=16, batch_size=50, epochs=1, seed=0, reference=False)
 
 
 @pytest.fixture(scope="module")

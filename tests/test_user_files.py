@@ -10,7 +10,8 @@ from typer.testing import CliRunner
 from rationale_cli.annotation.engine import shard_record_path
 from rationale_cli.cli import app
 
-SMALL = ["--epochs", "1", "--encoder", "cnn", "--extractor", "attention", "--embedding-dim", "8", "--hidden-size", "8"]
+SMALL = ["--epochs", "1", "--encoder", "cnn", "--extractor", "attention", "--embedding-dim", "8", "--hidden-size", "8",
+         "--no-reference"]
 
 
 def invoke(*args):
