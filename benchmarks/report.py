@@ -461,11 +461,15 @@ def write_report() -> None:
 def remedy(row: dict) -> str:
     """The remedies against degeneration a beer_binary row's run used, by their options."""
     used = row.get("remedies") or {}
-    names = [name for name, on in (("FR", used.get("share_encoder")), ("MGR x" + str(used.get("generators")),
-                                                                      (used.get("generators") or 1) > 1),
-                                   (f"MCD {used.get('guidance'):g}" if used.get("guidance") else "", used.get("guidance")),
-                                   (f"DR {used.get('predictor_lr'):g}" if used.get("predictor_lr") not in (None, 1.0)
-                                    else "", used.get("predictor_lr") not in (None, 1.0))) if on]
+    names = []
+    if used.get("share_encoder"):
+        names.append("FR")
+    if (used.get("generators") or 1) > 1:
+        names.append(f"MGR x{used['generators']}")
+    if used.get("guidance"):
+        names.append(f"MCD {used['guidance']:g}")
+    if used.get("predictor_lr") not in (None, 1.0):
+        names.append(f"DR {used['predictor_lr']:g}")
     return ", ".join(names) or "none"
 
 
