@@ -10,10 +10,12 @@ token and IOU F1 of its rationales, and the run's full-text reference on the sam
 One row per predictor (``benchmark: eraser_support``) in results.jsonl; RESULTS.md is
 regenerated. ``--support reference``: each run's own full-text reference selects (the
 ``saliency`` extractor; its best tokens, or with ``--tokens`` also whole sentences; its budget and
-window among the options after ``--``).
+window among the options after ``--``, or the budget chosen on validation among ``--budgets``).
 
     python benchmarks/eraser_support.py --support RUN --predictors bow cnn --runs /tmp/support -- --epochs 20
     python benchmarks/eraser_support.py --support reference --predictors bow -- --budget 0.3 --epochs 30
+    python benchmarks/eraser_support.py --support reference --decodings sentences --predictors bow \
+        --budgets 0.3 0.4 0.5 -- --epochs 30
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ def main() -> None:
     parser.add_argument("--decodings", nargs="+", choices=("sentences", "tokens"), default=None,
                         help="the decodings to try (instead of the support's usual one, or both with --tokens)")
     parser.add_argument("--lrs", nargs="+", default=["0.001"], help="learning rates to try (each with each decoding)")
+    parser.add_argument("--budgets", nargs="+", default=None,
+                        help="with --support reference: budgets to try (each with each decoding and rate)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--runs", default=None, help="keep the new runs here (default: a temporary folder)")
     parser.add_argument("train_args", nargs=argparse.REMAINDER, help="after --: options for the new runs' training")
@@ -44,6 +48,10 @@ def main() -> None:
     data, _ = movies_inputs(args.data_dir)
     runs = runs_folder(args.runs, "eraser-support-")
     reference = args.support == "reference"
+    if args.budgets and not reference:
+        parser.error("--budgets goes with --support reference (a support run has its own budget)")
+    if args.budgets and "--budget" in extra:
+        parser.error("--budgets or a --budget after --, not both")
     if reference:
         given = dict(zip(extra, extra[1:]))
         support = {"extractor": "saliency", "encoder": "reference (TF-IDF linear)",
@@ -57,14 +65,15 @@ def main() -> None:
         decodings = {name: flags for name, flags in (usual, other) if name in args.decodings}
     for predictor in args.predictors:
         tried = {}
-        for decoding, lr in ((d, lr) for d in decodings for lr in args.lrs):
-            out = runs / f"{predictor}-{decoding}-lr{lr}"
-            flags = decodings[decoding]
+        for decoding, lr, budget in ((d, lr, b) for d in decodings for lr in args.lrs for b in args.budgets or [None]):
+            out = runs / f"{predictor}-{decoding}-lr{lr}" if budget is None else runs / f"{predictor}-{decoding}-lr{lr}-b{budget}"
+            flags = decodings[decoding] + ([] if budget is None else ["--budget", budget])
             command, seconds = rationale("train", "--data", str(data), "--support", str(args.support),
                                          "--predictor-encoder", predictor, *flags, "--lr", lr, "--seed",
                                          str(args.seed), "--out", str(out), "--force", *extra)
             metrics = json.loads((out / "metrics.json").read_text())
-            tried[f"{decoding}, lr {lr}"] = {"decoding": decoding, "lr": float(lr), "validation_loss": metrics["valid"]["loss"], "run": out, "command": command,
+            name = f"{decoding}, lr {lr}" + ("" if budget is None else f", budget {budget}")
+            tried[name] = {"decoding": decoding, "lr": float(lr), "budget": budget, "validation_loss": metrics["valid"]["loss"], "run": out, "command": command,
                                "train_seconds": round(seconds, 1), "epochs": len(metrics["history"])}
         best = min(tried, key=lambda name: tried[name]["validation_loss"])
         chosen = tried[best]
@@ -76,7 +85,8 @@ def main() -> None:
         append_result({
             "benchmark": "eraser_support", "dataset": "movies", "support": str(args.support),
             "extractor": support["extractor"], "encoder": support.get("selector_encoder") or support["encoder"],
-            "predictor_encoder": predictor, "budget": support.get("budget"), "decoding": chosen["decoding"],
+            "predictor_encoder": predictor, "budget": float(chosen["budget"]) if chosen["budget"] else support.get("budget"),
+            "decoding": chosen["decoding"],
             **({"window": support["window"]} if reference else {}),
             "lr": chosen["lr"],
             "chosen_on": "validation", "validation_loss": {name: row["validation_loss"] for name, row in tried.items()},

@@ -2,6 +2,7 @@
 decodes the rationales a new predictor learns from; the result is a run like any other."""
 
 import json
+import math
 
 import pytest
 import torch
@@ -86,9 +87,10 @@ def test_a_support_without_a_budget_or_not_a_run_is_one_error_line(tmp_path):
 
 
 def test_the_saliency_selector_keeps_the_budget_s_best_tokens_by_its_table_and_window():
-    """Each token scores its word's saliency (window 1), or the mean over a window of 3 with
-    padding counted as 0; a document keeps round(budget x length) tokens of highest score,
-    never padding; the scores shown are over the document's highest."""
+    """Each token scores its word's saliency times (1 + log n) / n for a word seen n times in its
+    document (window 1), or the mean over a window of 3 with padding counted as 0; a document
+    keeps round(budget x length) tokens of highest score, never padding; the scores shown are
+    over the document's highest."""
     from rationale_cli.models.selectors.saliency import SaliencySelector
 
     selector = SaliencySelector(6, budget=0.5)
@@ -98,6 +100,8 @@ def test_the_saliency_selector_keeps_the_budget_s_best_tokens_by_its_table_and_w
     z, scores = selector.decode_with_scores(ids, mask)
     assert z.tolist() == [[0, 1, 0, 1, 0, 0], [1, 0, 0, 1, 1, 0]]
     assert scores.amax(-1).tolist() == [1.0, 1.0] and float(scores[0, 1]) == 1.0
+    thrice = (1 + math.log(3)) / 3  # word 2 in the second document
+    assert torch.allclose(selector.scores(ids, mask)[1], torch.tensor([3.0, thrice, thrice, 5.0, 2.0, thrice]))
     windowed = SaliencySelector(6, budget=1, window=3)
     windowed.table.copy_(selector.table)
     assert torch.allclose(windowed.scores(ids, mask)[0], torch.tensor([6, 8, 10, 5, 0, 0]) / 3)

@@ -196,8 +196,10 @@ def test_evaluate_predict_and_explain_decode_with_a_transition_cost(tmp_path):
     assert runner.invoke(app, ["predict", str(other), "demo", "--sentences", "--out", str(out)]).exit_code == 0
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert any(row["selected_tokens"] for row in rows)
-    for row in rows:  # whole sentences: the selection ends at a sentence's end
+    for row in rows:  # whole sentences, one span each (adjacent ones apart): as many spans as '.'s
         assert not row["selected_tokens"] or row["selected_tokens"][-1] == "."
+        assert len(row["rationale"]) == row["selected_tokens"].count(".")
+    assert any(end == start for row in rows for (_, end), (start, _) in zip(row["rationale"], row["rationale"][1:]))
     for extra in (["--coherence", "0.5"], ["--engine", "dask"]):
         result = runner.invoke(app, ["predict", str(other), "demo", "--sentences", *extra, "--out",
                                      str(tmp_path / "refused.parquet")])

@@ -80,6 +80,13 @@ def test_spans_of_any_mask():
     assert mask_to_spans([]) == [] and mask_to_spans([1, 1]) == [(0, 2)]
 
 
+def test_spans_in_sentences_are_cut_where_a_sentence_starts():
+    sentences = [(0, 2), (2, 5), (5, 6), (6, 8)]
+    assert mask_to_spans([1, 1, 1, 1, 1, 1, 0, 1], sentences) == [(0, 2), (2, 5), (5, 6), (7, 8)]
+    assert mask_to_spans([0, 1, 1, 1, 0, 0, 1, 1], sentences) == [(1, 2), (2, 4), (6, 8)]
+    assert mask_to_spans([0, 1, 1, 1], []) == mask_to_spans([0, 1, 1, 1]) == [(1, 4)]
+
+
 def test_jsonl_to_standard_output(capsys):
     with open_writer("-", "jsonl") as writer:
         writer.write(BATCHES[0])

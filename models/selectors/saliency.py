@@ -6,8 +6,12 @@ The selector holds one saliency per vocabulary word, a table filled from the ful
 for ``train --support reference`` the run's full-text reference (:mod:`rationale_cli.runs.reference`):
 the absolute weight times inverse document frequency of the word's unigram feature, the word's
 part of the linear decision per occurrence up to the document's normalisation. A token's score
-is its word's saliency, averaged over a window of ``window`` tokens (wider windows keep phrases
-rather than single words), and a document keeps its ``budget`` best tokens (a share or a count).
+is its word's saliency times its occurrence's share of the word's sublinear term frequency,
+``(1 + log n) / n`` for a word seen ``n`` times in the document (the reference's features count a
+word so: FRESH's per-document importance, section 3, of a linear model's unigrams; a word
+repeated weighs less per occurrence), averaged over a window of ``window`` tokens (wider windows
+keep phrases rather than single words), and a document keeps its ``budget`` best tokens (a share
+or a count). Counts are of word ids, so out-of-vocabulary words count together (their saliency is 0).
 Nothing in it learns: training a run only fits the predictor reading its rationales.
 """
 
@@ -46,9 +50,11 @@ class SaliencySelector(Selector):
         self.register_buffer("table", torch.zeros(vocab_size))
 
     def scores(self, ids: Tensor, mask: Tensor) -> Tensor:
-        """Each token's saliency, averaged over the window (padding counts as 0), ``[B, T]``; the
-        scores shown beside a rationale are these over the document's highest."""
-        scores = self.table[ids] * mask
+        """Each token's saliency per occurrence, averaged over the window (padding counts as 0),
+        ``[B, T]``; the scores shown beside a rationale are these over the document's highest."""
+        counts = mask.new_zeros(ids.shape[0], self.table.numel()).scatter_add_(1, ids, mask)
+        seen = counts.gather(1, ids).clamp_min(1.0)  # each token's word's count in its document
+        scores = self.table[ids] * (1 + seen.log()) / seen * mask
         width = self.options.window
         if width > 1:
             kernel = torch.full((1, 1, width), 1.0 / width, dtype=scores.dtype, device=scores.device)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from itertools import accumulate
+from typing import Sequence
 
 Span = tuple[int, int]
 
@@ -98,15 +100,28 @@ def spans_to_mask(spans, length: int) -> list[int]:
     return mask
 
 
-def mask_to_spans(mask) -> list[Span]:
-    """Maximal runs of nonzero entries as ``(start, end)`` spans, end exclusive."""
+def mask_to_spans(mask, sentences: Sequence[Span] | None = None) -> list[Span]:
+    """Maximal runs of nonzero entries as ``(start, end)`` spans, end exclusive; with
+    ``sentences``, runs are also cut where a sentence starts, so a rationale decoded in whole
+    sentences is one span per sentence (as ERASER gives sentence-level rationales: adjacent
+    sentences stay two spans for its IOU match)."""
     try:  # a list of small non-negative ints (what inference gives) as bytes at once
         flags = bytes(mask) if isinstance(mask, (list, tuple)) else None
     except (TypeError, ValueError):
         flags = None
     if flags is None:
         flags = bytes(1 if value else 0 for value in mask)
-    return [run.span() for run in NONZERO_RUNS.finditer(flags)]
+    runs = [run.span() for run in NONZERO_RUNS.finditer(flags)]
+    if not sentences:
+        return runs
+    starts = sorted({start for start, _ in sentences})
+    cut = []
+    for start, end in runs:
+        for inside in starts[bisect_right(starts, start):bisect_left(starts, end)]:
+            cut.append((start, inside))
+            start = inside
+        cut.append((start, end))
+    return cut
 
 
 NONZERO_RUNS = re.compile(rb"[^\x00]+")

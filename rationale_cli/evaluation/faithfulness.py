@@ -30,7 +30,7 @@ from rationale_cli.metrics.eraser_scores import AOPC_THRESHOLDS, ScoredDocument,
 from rationale_cli.metrics.scores import mean
 from rationale_cli.models.decoding import OWN, Decoding
 from rationale_cli.models.model import RationaleModel
-from rationale_cli.runs.inference import decode_batch
+from rationale_cli.runs.inference import decode_batch, in_sentences
 from rationale_cli.runs.task import Task
 
 
@@ -85,6 +85,7 @@ def scored_documents(model: RationaleModel, vocab: Vocab, task: Task, records: I
     was_training = model.training
     model.eval()
     try:
+        sentences = in_sentences(model, decoding)  # then one span per selected sentence
         for chunk, batch in made_batches(records, vocab, batch_size, device):
             emb = model.embedded(batch.ids)
             z, scores, outputs = decode_batch(model, batch, decoding)
@@ -103,7 +104,8 @@ def scored_documents(model: RationaleModel, vocab: Vocab, task: Task, records: I
                 selected = hard_rows[row][:n]
                 soft = score_rows[row][:n]
                 docs.append(ScoredDocument(
-                    id=record.id, length=n, gold=record.gold_spans(), spans=mask_to_spans(selected), soft=soft,
+                    id=record.id, length=n, gold=record.gold_spans(), soft=soft,
+                    spans=mask_to_spans(selected, record.sentence_spans() if sentences else None),
                     label=record.label, prediction=best(full[row]), class_scores=full[row]))
                 if faithfulness:
                     altered += variants(record, {i for i, v in enumerate(selected) if v}, soft, thresholds)

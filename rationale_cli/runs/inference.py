@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from rationale_cli.data.batching import Batch, made_batches
-from rationale_cli.data.records import Record
+from rationale_cli.data.records import Record, Span, mask_to_spans
 from rationale_cli.data.vocab import UNK, Vocab
 from rationale_cli.metrics.eraser_scores import ScoredDocument
 from rationale_cli.metrics.scores import RationaleScores
@@ -33,6 +33,13 @@ class Output:
     loss: float | None = None
     unknown: int = 0  # tokens not in the model's vocabulary
     scored: ScoredDocument | None = None  # for ERASER results: unrounded scores and faithfulness
+    in_sentences: bool = False  # decoded in whole sentences: its spans are cut at sentence starts
+
+    @property
+    def spans(self) -> list[Span]:
+        """The rationale's token spans (:func:`~rationale_cli.data.records.mask_to_spans`), one per
+        sentence when decoded in whole sentences."""
+        return mask_to_spans(self.selected, self.record.sentence_spans() if self.in_sentences else None)
 
 
 def rounded(values: Tensor, decimals: int) -> Tensor:
@@ -42,12 +49,17 @@ def rounded(values: Tensor, decimals: int) -> Tensor:
     return values.detach().cpu().double().mul_(scale).round_().div_(scale).add_(0.0)
 
 
+def in_sentences(model: RationaleModel, decoding: Decoding = OWN) -> bool:
+    """Whether ``model`` decoded as ``decoding`` says keeps whole sentences (asked for, or the
+    model's own decoding is a fixed support's in sentences)."""
+    fixed = getattr(model, "support", None)
+    return decoding.sentences or (fixed is not None and fixed.sentences and decoding == OWN)
+
+
 def decode_batch(model: RationaleModel, batch: Batch, decoding: Decoding = OWN) -> tuple[Tensor, Tensor, Tensor]:
     """``model.decode`` of ``batch`` as ``decoding`` says, with the batch's sentences when it
-    asks for them (or the model's own decoding is a fixed support's in sentences)."""
-    fixed = getattr(model, "support", None)
-    in_sentences = decoding.sentences or (fixed is not None and fixed.sentences and decoding == OWN)
-    asked = {"sentences": batch.sentences()} if in_sentences else {}
+    decodes in sentences (:func:`in_sentences`)."""
+    asked = {"sentences": batch.sentences()} if in_sentences(model, decoding) else {}
     return model.decode(batch.ids, batch.mask, batch.visible, decoding, **asked)
 
 
@@ -79,6 +91,7 @@ def run_model(
     order, streaming (without
     gradients; not under ``torch.inference_mode``, since some extractors' test-time
     marginals are gradients of their log-partition)."""
+    sentences = in_sentences(model, decoding)
     for chunk, batch, z, scores, outputs in decoded_batches(model, vocab, records, batch_size, device, task, decoding):
         labelled = batch.targets is not None
         losses = task.loss(outputs, batch.targets).tolist() if labelled else [None] * len(chunk)
@@ -94,6 +107,7 @@ def run_model(
                 extra=extra,
                 loss=losses[row],
                 unknown=unknown[row],
+                in_sentences=sentences,
             )
 
 
