@@ -24,7 +24,7 @@ import argparse
 import json
 from pathlib import Path
 
-from common import append_result, git_commit, invocation, movies_inputs, rationale, runs_folder
+from common import append_result, git_commit, invocation, movies_inputs, rationale, rationale_command, runs_folder
 from report import write_report
 
 
@@ -41,6 +41,10 @@ def main() -> None:
     parser.add_argument("--budgets", nargs="+", default=None,
                         help="with --support reference: budgets to try (each with each decoding and rate)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-test", action="store_true",
+                        help="train the grid and stop (no test split, no row): part of a grid run elsewhere")
+    parser.add_argument("--reuse", action="store_true",
+                        help="read a run that finished training in --runs instead of training it again")
     parser.add_argument("--runs", default=None, help="keep the new runs here (default: a temporary folder)")
     parser.add_argument("train_args", nargs=argparse.REMAINDER, help="after --: options for the new runs' training")
     args = parser.parse_args()
@@ -68,13 +72,19 @@ def main() -> None:
         for decoding, lr, budget in ((d, lr, b) for d in decodings for lr in args.lrs for b in args.budgets or [None]):
             out = runs / f"{predictor}-{decoding}-lr{lr}" if budget is None else runs / f"{predictor}-{decoding}-lr{lr}-b{budget}"
             flags = decodings[decoding] + ([] if budget is None else ["--budget", budget])
-            command, seconds = rationale("train", "--data", str(data), "--support", str(args.support),
-                                         "--predictor-encoder", predictor, *flags, "--lr", lr, "--seed",
-                                         str(args.seed), "--out", str(out), "--force", *extra)
+            train = ("train", "--data", str(data), "--support", str(args.support), "--predictor-encoder", predictor,
+                     *flags, "--lr", lr, "--seed", str(args.seed), "--out", str(out), "--force", *extra)
+            if not (args.reuse and (out / "metrics.json").exists()):
+                rationale(*train)
+            command = rationale_command(*train)
             metrics = json.loads((out / "metrics.json").read_text())
             name = f"{decoding}, lr {lr}" + ("" if budget is None else f", budget {budget}")
             tried[name] = {"decoding": decoding, "lr": float(lr), "budget": budget, "validation_loss": metrics["valid"]["loss"], "run": out, "command": command,
-                               "train_seconds": round(seconds, 1), "epochs": len(metrics["history"])}
+                           "train_seconds": round(metrics["train_seconds"], 1), "epochs": len(metrics["history"])}
+        for name, row in tried.items():
+            print(f"{predictor} predictor, {name}: validation loss {row['validation_loss']:.4f}", flush=True)
+        if args.no_test:
+            continue
         best = min(tried, key=lambda name: tried[name]["validation_loss"])
         chosen = tried[best]
         result = chosen["run"] / "test.json"  # the test split, once
