@@ -120,7 +120,8 @@ class RationaleScores:
         penalize to get contiguous rationales.
     ``spans``
         mean over all documents of the number of maximal runs of selected tokens
-        (what span-level scores such as ERASER's IOU F1 match against gold spans).
+        (what span-level scores such as ERASER's IOU F1 match against gold spans, except
+        that a rationale decoded in whole sentences gives them one span per sentence).
     ``documents``, ``documents_with_gold``
         counts; a document whose gold is empty (annotated, nothing marked) counts for
         precision but not in ``documents_with_gold``.
