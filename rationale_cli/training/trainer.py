@@ -21,7 +21,6 @@ from rationale_cli.data.batching import model_tokens
 from rationale_cli.data.records import Record
 from rationale_cli.data.vectors import load_vectors
 from rationale_cli.data.vocab import Vocab
-from rationale_cli.models.encoders import BagEncoder
 from rationale_cli.models.model import RationaleModel
 from rationale_cli.models.ranks import world_size
 from rationale_cli.runs.config import TrainConfig
@@ -141,8 +140,6 @@ def new_model(config: TrainConfig, train: list[Record], valid: list[Record], con
         model = build_model(config, len(vocab), task, vectors, selector, pretrained).to(device)
     except ValueError as err:
         raise UserError(f"--extractor {config.extractor} --encoder {config.encoder}: {err}") from None
-    for bag in (module for module in model.modules() if isinstance(module, BagEncoder)):
-        bag.fill_idf(vocab.encode(model_tokens(r)) for r in train)  # its TF-IDF: the training split's df
     if support is not None:
         copy_selector(model, support)
         source = f"the selector of {support.path} ({config.extractor}, {config.selector_encoder} encoder)"
