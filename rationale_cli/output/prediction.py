@@ -9,6 +9,7 @@ from itertools import compress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rationale_cli.data.records import mask_to_spans
 from rationale_cli.runtime.outputs import protected_output
 from rationale_cli.runtime.safe_json import finite, to_json_line
 
@@ -62,7 +63,7 @@ class Rationale:
     def of(cls, output: Output) -> Rationale:
         """The record of one decoded document."""
         record = output.record
-        spans = output.spans
+        spans = mask_to_spans(output.selected, record.sentence_spans() if output.in_sentences else None)
         char_spans = None if record.offsets is None else [
             (record.offsets[start][0], record.offsets[end - 1][1]) for start, end in spans]
         return cls(id=record.id, tokens=record.tokens, text=record.text, prediction=output.prediction,

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from rationale_cli.data.batching import Batch, made_batches
-from rationale_cli.data.records import Record, Span, mask_to_spans
+from rationale_cli.data.records import Record
 from rationale_cli.data.vocab import UNK, Vocab
 from rationale_cli.metrics.eraser_scores import ScoredDocument
 from rationale_cli.metrics.scores import RationaleScores
@@ -34,12 +34,6 @@ class Output:
     unknown: int = 0  # tokens not in the model's vocabulary
     scored: ScoredDocument | None = None  # for ERASER results: unrounded scores and faithfulness
     in_sentences: bool = False  # decoded in whole sentences: its spans are cut at sentence starts
-
-    @property
-    def spans(self) -> list[Span]:
-        """The rationale's token spans (:func:`~rationale_cli.data.records.mask_to_spans`), one per
-        sentence when decoded in whole sentences."""
-        return mask_to_spans(self.selected, self.record.sentence_spans() if self.in_sentences else None)
 
 
 def rounded(values: Tensor, decimals: int) -> Tensor:
