@@ -91,7 +91,7 @@ def main() -> None:
         rationale("evaluate", str(chosen["run"]), str(data), "--split", "test", "--no-faithfulness",
                   "--json", str(result))
         test = json.loads(result.read_text())
-        eraser, reference = test["eraser"], test.get("full_text_reference", {})
+        eraser, full_text = test["eraser"], test.get("full_text_reference", {})
         append_result({
             "benchmark": "eraser_support", "dataset": "movies", "support": str(args.support),
             "extractor": support["extractor"], "encoder": support.get("selector_encoder") or support["encoder"],
@@ -100,8 +100,8 @@ def main() -> None:
             **({"window": support["window"]} if reference else {}),
             "lr": chosen["lr"],
             "chosen_on": "validation", "validation_loss": {name: row["validation_loss"] for name, row in tried.items()},
-            "accuracy": test["accuracy"], "reference_accuracy": reference.get("value"),
-            "reference_setting": reference.get("setting"), "selection_rate": test["selection_rate"],
+            "accuracy": test["accuracy"], "reference_accuracy": full_text.get("value"),
+            "reference_setting": full_text.get("setting"), "selection_rate": test["selection_rate"],
             "precision": test.get("precision"), "spans": test.get("spans"),
             "token_f1_micro": eraser["token_prf"]["instance_micro"]["f1"],
             "token_f1_macro": eraser["token_prf"]["instance_macro"]["f1"],
@@ -110,7 +110,7 @@ def main() -> None:
             "train_seconds": chosen["train_seconds"], "script": invocation(), "commit": git_commit(),
         })
         print(f"{predictor} predictor, {best} chosen on validation: accuracy {test['accuracy']:.3f} (full-text "
-              f"reference {reference.get('value')}), IOU F1 {eraser['iou_scores'][0]['macro']['f1']:.3f}, "
+              f"reference {full_text.get('value')}), IOU F1 {eraser['iou_scores'][0]['macro']['f1']:.3f}, "
               f"token F1 {eraser['token_prf']['instance_macro']['f1']:.3f}", flush=True)
     write_report()
 
