@@ -44,7 +44,8 @@ def main() -> None:
     parser.add_argument("--no-test", action="store_true",
                         help="train the grid and stop (no test split, no row): part of a grid run elsewhere")
     parser.add_argument("--reuse", action="store_true",
-                        help="read a run that finished training in --runs instead of training it again")
+                        help="read a run that finished training in --runs (and its test scores, if any) "
+                             "instead of training (and testing) it again")
     parser.add_argument("--runs", default=None, help="keep the new runs here (default: a temporary folder)")
     parser.add_argument("train_args", nargs=argparse.REMAINDER, help="after --: options for the new runs' training")
     args = parser.parse_args()
@@ -88,8 +89,9 @@ def main() -> None:
         best = min(tried, key=lambda name: tried[name]["validation_loss"])
         chosen = tried[best]
         result = chosen["run"] / "test.json"  # the test split, once
-        rationale("evaluate", str(chosen["run"]), str(data), "--split", "test", "--no-faithfulness",
-                  "--json", str(result))
+        if not (args.reuse and result.exists()):  # with --reuse, a test already scored is read, not run again
+            rationale("evaluate", str(chosen["run"]), str(data), "--split", "test", "--no-faithfulness",
+                      "--json", str(result))
         test = json.loads(result.read_text())
         eraser, full_text = test["eraser"], test.get("full_text_reference", {})
         append_result({
