@@ -71,7 +71,7 @@ def main() -> None:
     for predictor in args.predictors:
         tried = {}
         for decoding, lr, budget in ((d, lr, b) for d in decodings for lr in args.lrs for b in args.budgets or [None]):
-            out = runs / f"{predictor}-{decoding}-lr{lr}" if budget is None else runs / f"{predictor}-{decoding}-lr{lr}-b{budget}"
+            out = runs / (f"{predictor}-{decoding}-lr{lr}" + ("" if budget is None else f"-b{budget}"))
             flags = decodings[decoding] + ([] if budget is None else ["--budget", budget])
             train = ("train", "--data", str(data), "--support", str(args.support), "--predictor-encoder", predictor,
                      *flags, "--lr", lr, "--seed", str(args.seed), "--out", str(out), "--force", *extra)

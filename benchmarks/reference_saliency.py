@@ -5,7 +5,7 @@ support model's feature importance selects, a new classifier learns from the sel
 The support is the run's full-text reference (:mod:`rationale_cli.runs.reference`, fitted on the
 train split, chosen on validation); each token's saliency is the absolute value of its share of
 the reference's decision (:meth:`~rationale_cli.runs.reference.Reference.token_contributions`;
-with ``--saliency words``, the product's ``train --support reference`` score instead: its word's
+with ``--saliency words``, the score ``train --support reference`` ranks by instead: its word's
 saliency times ``(1 + log n) / n``, :mod:`rationale_cli.models.selectors.saliency`),
 averaged over a window of ``w`` tokens (``w = 1``: the tokens alone; wider windows select phrases),
 and a document keeps its top ``budget`` share of tokens (or, with ``--sentences``, its sentences
@@ -14,7 +14,7 @@ kept tokens of the training documents alone (its n-grams, penalty chosen on the 
 documents' kept tokens). Every setting of the grid is scored on validation; the best (the task metric,
 then the narrower budget) is scored once on test, beside the full-text reference in the same run,
 with ERASER's IOU and token F1 and the token precision against the test split's gold rationales
-(whole sentences are one span each, as the product gives them).
+(whole sentences are one span each, as ``rationale`` gives them).
 The splits are ``reference.py``'s (beer: 9,000 / 1,000 of the aspect's heldout reviews, tested on
 the 994 annotated ones).
 
@@ -44,7 +44,7 @@ from rationale_cli.runs.task import infer_task
 
 
 def word_scores(reference: Reference, record: Record) -> np.ndarray:
-    """The product's saliency of each token: its word's times ``(1 + log n) / n``, ``n`` the
+    """Each token's saliency as ``train --support reference`` scores it: its word's times ``(1 + log n) / n``, ``n`` the
     word's count in the document (:mod:`rationale_cli.models.selectors.saliency`)."""
     seen = Counter(record.tokens)
     counts = np.array([seen[token] for token in record.tokens], dtype=np.float64)
@@ -108,7 +108,7 @@ def main() -> None:
     parser.add_argument("--sentences", action="store_true", help="also try whole sentences at each budget")
     parser.add_argument("--sentences-only", action="store_true", help="whole sentences alone at each budget")
     parser.add_argument("--saliency", choices=("contributions", "words"), default="contributions",
-                        help="each token's n-gram shares of the decision, or the product's per-word saliency")
+                        help="each token's n-gram shares of the decision, or train --support reference's per-word saliency")
     args = parser.parse_args()
     for name in args.datasets:
         measure(name, *splits(name, Path(args.data_dir)), args)
