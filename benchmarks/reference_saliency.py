@@ -37,7 +37,7 @@ import numpy as np
 from common import append_result, git_commit, invocation
 from reference import splits
 
-from rationale_cli.data.records import Record, mask_to_spans, spans_to_mask
+from rationale_cli.data.records import Record, mask_to_spans
 from rationale_cli.metrics.eraser_scores import ScoredDocument, iou_scores, token_prf
 from rationale_cli.runs.reference import Reference, better, fit_reference, main_metric
 from rationale_cli.runs.task import infer_task
@@ -85,7 +85,7 @@ def agreement(records: list[Record], kept: list[list[int]], sentences: bool) -> 
         return {name: None for name in ("iou_f1_macro", "iou_f1_micro", "token_f1_macro", "token_f1_micro",
                                         "precision")} | {"selection_rate": share}
     docs = [ScoredDocument(r.id, len(r.tokens), gold=r.gold_spans(),
-                           spans=mask_to_spans(spans_to_mask([(i, i + 1) for i in k], len(r.tokens)),
+                           spans=mask_to_spans(np.isin(np.arange(len(r.tokens)), k),
                                                r.sentence_spans() if sentences else None))
             for r, k in zip(records, kept)]
     iou, tokens = iou_scores(docs)[0], token_prf(docs)
