@@ -12,6 +12,9 @@
   dropout and width-1 convolutions over the word embeddings (the selector's own
   linear maps), or first two convolutions of ``hidden`` filters of width 3 with ReLU.
 
+- ``linear`` (a predictor side only): a linear model on the rationale's TF-IDF n-grams, fitted
+  in one pass on a fixed selector's rationales (:mod:`rationale_cli.models.encoders.tfidf`); its
+  outputs are the model's, so no output layer follows it.
 - ``hf``: a pretrained transformer on both sides (:mod:`rationale_cli.models.encoders.hf`), from the
   :class:`~rationale_cli.models.encoders.hf.Pretrained` given; its width is the transformer's.
 
@@ -36,10 +39,13 @@ from torch import nn
 
 from rationale_cli.models.encoders import ENCODERS, CNNEncoder, Encoder, L2XEncoder, build_encoder
 from rationale_cli.models.encoders.hf import HFEncoder, Pretrained
+from rationale_cli.models.encoders.tfidf import TfidfLinear
 from rationale_cli.models.native.dropout import Dropout
 
 TRANSFORMER = "hf"  # the pretrained transformer: an architecture and a side of its own
 SIDES = (*ENCODERS, TRANSFORMER)  # what each side of a mixed pair may be
+LINEAR = "linear"  # the fitted TF-IDF linear model: a predictor side only
+PREDICTOR_SIDES = (*SIDES, LINEAR)
 
 
 @dataclass
@@ -118,16 +124,21 @@ def build_architecture(name: str, input_size: int, hidden_size: int, outputs: in
                        pretrained: Pretrained | None = None, vocab_size: int | None = None) -> Architecture:
     """The parts of :data:`ARCHITECTURES` ``name`` (or of the transformer, ``hf``, from
     ``pretrained``); with ``selector`` or ``predictor``, that encoder of :data:`SIDES` on its
-    side (the other side ``name``'s encoder) and a linear output layer. No selector encoder
+    side (the other side ``name``'s encoder) and a linear output layer (none after the ``linear``
+    predictor, whose outputs are the model's). No selector encoder
     when ``needs_selector`` is false. ``vocab_size``: the vocabulary's, which a ``bow`` side needs."""
     if name not in ARCHITECTURES and name != TRANSFORMER:
         raise ValueError(f"unknown encoder {name!r}; expected one of {', '.join((*ARCHITECTURES, TRANSFORMER))}")
     if selector or predictor or name == TRANSFORMER:
         kinds = (selector or name, predictor or name)
-        if any(kind not in SIDES for kind in kinds):
+        if kinds[0] not in SIDES or kinds[1] not in PREDICTOR_SIDES:
             raise ValueError(f"selector and predictor encoders {' and '.join(kinds)}: each side is one of "
-                             f"{', '.join(SIDES)}")
+                             f"{', '.join(SIDES)} ({LINEAR}: a predictor only)")
         first = side(kinds[0], input_size, hidden_size, dropout, pretrained, vocab_size) if needs_selector else None
+        if kinds[1] == LINEAR:
+            if vocab_size is None:
+                raise ValueError("the linear predictor needs the vocabulary size")
+            return Architecture(first, TfidfLinear(vocab_size, outputs), nn.Identity())
         second = side(kinds[1], input_size, hidden_size, dropout, pretrained, vocab_size)
         parts = Architecture(first, second, nn.Sequential(Dropout(dropout), nn.Linear(second.output_size, outputs)))
     else:

@@ -21,6 +21,7 @@ from rationale_cli.data.batching import model_tokens
 from rationale_cli.data.records import Record
 from rationale_cli.data.vectors import load_vectors
 from rationale_cli.data.vocab import Vocab
+from rationale_cli.models.architectures import LINEAR
 from rationale_cli.models.model import RationaleModel
 from rationale_cli.models.ranks import world_size
 from rationale_cli.runs.config import TrainConfig
@@ -38,6 +39,7 @@ from rationale_cli.runs.run_directory import (
     save_config,
     save_reference,
     save_run,
+    save_weights,
     write_json,
 )
 from rationale_cli.runs.task import Task, infer_task
@@ -50,6 +52,7 @@ from rationale_cli.training.callbacks import ConsoleReport, RunDirectory, TimeLi
 from rationale_cli.training.checkpoint import RESUME, data_fingerprint, load_checkpoint
 from rationale_cli.training.distributed import local_device, rank
 from rationale_cli.training.endings import budget_warning, chance, ending_warnings
+from rationale_cli.training.linear_predictor import fit_linear
 from rationale_cli.training.loop import Callback, Diverged, FitState, fit
 from rationale_cli.training.supervision import supervised_share, with_gold
 from rationale_cli.training.support import copy_selector, fill_saliency, supported
@@ -243,7 +246,12 @@ def train_run(
     returned holds its best epoch's weights. Every process of a distributed run calls
     this (:mod:`rationale_cli.training.distributed`): rank 0 writes and reports. With rationale
     supervision, the documents whose gold is used are chosen first (:mod:`rationale_cli.training.supervision`)
-    and counted in the configuration."""
+    and counted in the configuration. A ``linear`` predictor is fitted in one pass
+    (:mod:`rationale_cli.training.linear_predictor`), not trained by epochs."""
+    linear = config.predictor_encoder == LINEAR
+    if resume and linear:
+        raise UserError(f"{out}: its linear predictor is fitted in one pass, so there is nothing to resume; "
+                        "train it again (with --force)")
     golden = len(with_gold(train)) if config.supervise else 0
     if config.supervise and selector is not None and not getattr(selector, "supervised_by", ""):
         raise UserError(f"--supervise: the selector {getattr(selector, '__name__', type(selector).__name__)} says "
@@ -265,14 +273,15 @@ def train_run(
     if out is not None and writer and not resume:
         start_run_directory(out, config, vocab, task)
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.Adam(parameter_groups(model, config), lr=config.lr, weight_decay=config.weight_decay)
+    optimizer = None if linear else torch.optim.Adam(parameter_groups(model, config), lr=config.lr,
+                                                     weight_decay=config.weight_decay)
     if world_size() > 1:  # the same initial weights everywhere, then each process's own random stream
         torch.manual_seed(config.seed + rank() * 2**32)
     state = resume_state(out, config, model, optimizer, rng, device, fingerprint) if resume else None
     if resume and writer:
         save_config(out, config, world_size())
     hooks = []
-    if writer and out is not None:
+    if writer and out is not None and not linear:
         hooks.append(RunDirectory(out, fingerprint, config.save_epochs))
     if writer and console is not None:
         if state is not None:
@@ -295,17 +304,14 @@ def train_run(
     reference = run_reference(config, train, valid, task, out, console, resume, fitted) if writer else None
     if writer and config.time_limit > 0:
         hooks.append(TimeLimit(config.time_limit))
-    try:
-        state = fit(model, vocab, task, train, valid, optimizer, epochs=config.epochs, batch_size=config.batch_size,
-                    clip=config.clip, lr_decay=config.lr_decay, lr_final=config.lr_final,
-                    lr_decay_epochs=config.lr_decay_epochs, patience=config.patience, guidance=config.guidance,
-                    supervise=config.supervise,
-                    keep=config.keep_rule(), rng=rng,
-                    callbacks=[*hooks, *callbacks], state=state)
-    except Diverged as err:
-        where = f"{out}: " if out is not None else ""
-        raise UserError(f"{where}training diverged at {err}, before any epoch finished, so no model was saved; "
-                        "try a lower --lr") from None
+    if linear:
+        state = fit_linear(model, vocab, task, train, valid, batch_size=config.batch_size, device=device,
+                           callbacks=[*hooks, *callbacks])
+        if out is not None and writer:
+            with writing():
+                save_weights(out, model)
+    else:
+        state = trained(model, vocab, task, train, valid, optimizer, config, rng, [*hooks, *callbacks], state, out)
     target = config.rate_target() if selector is None and not config.support else None  # a support decodes as fixed
     level = chance(task, train, valid)
     state.best["valid"].update(level.columns())  # the chance level of the table is the warning's
@@ -314,6 +320,22 @@ def train_run(
         with writing():
             write_json(out / "metrics.json", state.metrics())
     return Trained(config, vocab, task, model, state, reference)
+
+
+def trained(model: RationaleModel, vocab: Vocab, task: Task, train: list[Record], valid: list[Record], optimizer,
+            config: TrainConfig, rng: random.Random, callbacks: list[Callback], state: FitState | None,
+            out: Path | None) -> FitState:
+    """:func:`~rationale_cli.training.loop.fit` with the run's options; one error line when it
+    diverges before any epoch finished."""
+    try:
+        return fit(model, vocab, task, train, valid, optimizer, epochs=config.epochs, batch_size=config.batch_size,
+                   clip=config.clip, lr_decay=config.lr_decay, lr_final=config.lr_final,
+                   lr_decay_epochs=config.lr_decay_epochs, patience=config.patience, guidance=config.guidance,
+                   supervise=config.supervise, keep=config.keep_rule(), rng=rng, callbacks=callbacks, state=state)
+    except Diverged as err:
+        where = f"{out}: " if out is not None else ""
+        raise UserError(f"{where}training diverged at {err}, before any epoch finished, so no model was saved; "
+                        "try a lower --lr") from None
 
 
 def train_config(config: TrainConfig, out: Path | None = None, console: Console | None = None, *,

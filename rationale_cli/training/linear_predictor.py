@@ -1,0 +1,169 @@
+"""Fitting ``--predictor-encoder linear`` (:mod:`rationale_cli.models.encoders.tfidf`): the
+second stage of FRESH (Jain et al., 2020, section 3) with the full-text reference's recipe
+(:mod:`rationale_cli.runs.reference`) as the classifier that reads the rationales.
+
+The fixed selector (``--support``) decodes every training and validation document once; the
+linear model is fitted on the training rationales for each n-gram range and regularisation
+strength of the reference's grid (logistic regression for classes, ridge for scores;
+scikit-learn's), and the one best on the validation rationales (the task metric; the first of
+equals: the shorter n-grams and the stronger penalty) is kept. The whole fit is the run's one
+"epoch": its line and ``metrics.json`` read as any run's.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from rationale_cli.data.records import Record
+from rationale_cli.data.vocab import Vocab
+from rationale_cli.models.encoders.tfidf import FIRST_WORD, TfidfLinear, sublinear
+from rationale_cli.models.model import RationaleModel
+from rationale_cli.runs.inference import decoded_batches, evaluate
+from rationale_cli.runs.reference import NAMES, NGRAMS, PARAMETER, STRENGTHS, better, main_metric
+from rationale_cli.runs.task import Classification, Task
+from rationale_cli.runtime.errors import UserError
+from rationale_cli.training.loop import Callback, Epoch, Fit, FitState
+
+
+@dataclass
+class Rationales:
+    """Decoded documents: each batch's ids ``[B, T]`` and the gate the predictor reads (the
+    rationale and any query), on the CPU, with the documents' targets and how many of their
+    selectable tokens were chosen."""
+
+    batches: list[tuple[Tensor, Tensor]]
+    targets: Tensor
+    selected: float
+    selectable: float
+
+
+def decoded(model: RationaleModel, vocab: Vocab, task: Task, records: Sequence[Record], batch_size: int,
+            device: torch.device) -> Rationales:
+    """The fixed selector's rationales of ``records`` (its own decoding, as at test time)."""
+    batches, targets, selected, selectable = [], [], 0.0, 0.0
+    for _, batch, z, _, _ in decoded_batches(model, vocab, records, batch_size, device, task):
+        read = z if batch.visible is None else z + batch.visible
+        batches.append((batch.ids.cpu(), (read * batch.mask).cpu()))
+        targets.append(batch.targets.cpu())
+        selected += float(z.sum())
+        selectable += float((batch.mask if batch.visible is None else batch.mask - batch.visible).sum())
+    return Rationales(batches, torch.cat(targets), selected, selectable)
+
+
+def bigram_table(rationales: Rationales, vocab_size: int) -> Tensor:
+    """The sorted keys ``a * V + b`` of every bigram inside the rationales."""
+    keys = []
+    for ids, gate in rationales.batches:
+        pairs = (ids[:, :-1] >= FIRST_WORD) & (ids[:, 1:] >= FIRST_WORD) & (gate[:, :-1] > 0) & (gate[:, 1:] > 0)
+        keys.append(ids[:, :-1][pairs] * vocab_size + ids[:, 1:][pairs])
+    return torch.unique(torch.cat(keys)) if keys else torch.zeros(0, dtype=torch.long)
+
+
+def count_matrix(encoder: TfidfLinear, rationales: Rationales, bigrams: Tensor):
+    """The documents' sublinear term frequencies, sparse ``[N, V + M]`` (scipy CSR)."""
+    from scipy.sparse import csr_matrix
+
+    rows, features, values, start = [], [], [], 0
+    for ids, gate in rationales.batches:
+        row, feature, count = encoder.counts(ids, gate, bigrams)
+        rows.append(row + start)
+        features.append(feature)
+        values.append(sublinear(count))
+        start += ids.shape[0]
+    width = encoder.vocab_size + bigrams.numel()
+    return csr_matrix((torch.cat(values).numpy(), (torch.cat(rows).numpy(), torch.cat(features).numpy())),
+                      shape=(start, width), dtype=np.float64)
+
+
+def fitted_rows(model, task: Task) -> tuple[np.ndarray, np.ndarray]:
+    """A scikit-learn model's weights ``[K, F]`` and bias ``[K]`` as the encoder's: one row per
+    class of ``task`` (a two-class model's one row is its second class's; a class absent from
+    training is never predicted), one row for a score."""
+    coef, intercept = np.atleast_2d(model.coef_), np.atleast_1d(model.intercept_)
+    if not isinstance(task, Classification):
+        return coef, intercept
+    weight = np.zeros((task.outputs, coef.shape[1]))
+    bias = np.full(task.outputs, intercept.min() - 1e4)
+    classes = model.classes_.tolist()
+    if len(classes) == 2 and coef.shape[0] == 1:
+        coef, intercept = np.vstack([np.zeros_like(coef), coef]), np.concatenate([[0.0], intercept])
+    weight[classes], bias[classes] = coef, intercept
+    return weight, bias
+
+
+def outputs_of(encoder: TfidfLinear, rationales: Rationales) -> Tensor:
+    """The encoder's outputs ``[N, K]`` for the decoded documents."""
+    with torch.no_grad():
+        return torch.cat([encoder.summary(ids, gate) for ids, gate in rationales.batches])
+
+
+def metric_value(task: Task, outputs: Tensor, records: Sequence[Record]) -> float:
+    """The task metric of ``outputs`` against the records' labels."""
+    scores = task.scores()
+    for (prediction, _), record in zip(task.describe(outputs), records):
+        scores.add(prediction, record.label)
+    return scores.result()[main_metric(task)]
+
+
+def fit_linear(model: RationaleModel, vocab: Vocab, task: Task, train: Sequence[Record], valid: Sequence[Record],
+               *, batch_size: int, device: torch.device, callbacks: Sequence[Callback] = ()) -> FitState:
+    """The model's linear predictor fitted on the fixed selector's rationales (see the module
+    docstring), the model left holding the chosen one; the fit as a one-epoch state whose row
+    names the setting (``predictor``) and the validation value of every setting tried."""
+    try:
+        from sklearn.linear_model import LogisticRegression, Ridge
+        from sklearn.preprocessing import normalize
+    except ImportError:
+        raise UserError("the linear predictor needs scikit-learn (pip install scikit-learn)") from None
+    started = time.perf_counter()
+    encoder = model.predictor_encoder
+    run = Fit(model, vocab, task, None, random.Random(0), device, 1, 0, FitState(), callbacks)
+    for callback in callbacks:
+        callback.on_epoch_start(run, 1)
+    seen = decoded(model, vocab, task, train, batch_size, device)
+    held = decoded(model, vocab, task, valid, batch_size, device)
+    kind = "logistic" if isinstance(task, Classification) else "ridge"
+    metric, targets = main_metric(task), seen.targets.numpy()
+    every = bigram_table(seen, encoder.vocab_size)
+    best, tried = None, []
+    for longest in NGRAMS:
+        bigrams = every if longest > 1 else every[:0]
+        counts = count_matrix(encoder, seen, bigrams)
+        df = np.bincount(counts.indices, minlength=counts.shape[1])
+        idf = np.log((1 + counts.shape[0]) / (1 + df)) + 1  # scikit-learn's smoothed idf
+        features = normalize(counts.multiply(idf).tocsr())
+        for strength in STRENGTHS[kind]:
+            fitted = (LogisticRegression(C=strength, max_iter=2000) if kind == "logistic"
+                      else Ridge(alpha=strength)).fit(features, targets)
+            encoder.fill(bigrams, torch.from_numpy(idf), *map(torch.from_numpy, fitted_rows(fitted, task)))
+            value = metric_value(task, outputs_of(encoder, held), valid)
+            tried.append({"longest_ngram": longest, PARAMETER[kind]: strength, metric: value})
+            if best is None or better(metric, value, best[2]):
+                best = ({k: v.clone() for k, v in encoder.state_dict().items()}, (longest, strength), value)
+    encoder.load_state_dict(best[0])
+    longest, strength = best[1]
+    words = "words" if longest == 1 else f"1-{longest}-grams"
+    setting = f"TF-IDF {words}, {NAMES[kind]}, {PARAMETER[kind]}={strength:g}"
+    train_loss = float(task.loss(outputs_of(encoder, seen), seen.targets).mean())
+    metrics = evaluate(model, vocab, task, valid, batch_size=batch_size, device=device)
+    if not math.isfinite(metrics["loss"]):
+        raise UserError(f"the linear predictor's validation loss is {metrics['loss']}")
+    seconds = time.perf_counter() - started
+    stats = {"selected": seen.selected / max(seen.selectable, 1.0)}
+    result = Epoch(1, train_loss, stats, metrics, seconds, True)
+    state = run.state
+    state.epoch, state.best, state.train_seconds = 1, {"epoch": 1, "valid": metrics}, seconds
+    state.history.append({**result.row(), "predictor": setting, "tried": tried})
+    for callback in callbacks:
+        callback.on_epoch_end(run, result)
+    for callback in callbacks:
+        callback.on_end(run)
+    return state
