@@ -4,7 +4,9 @@ full-text reference (:mod:`rationale_cli.training.support`, FRESH: Jain et al., 
 For each predictor of ``--predictors`` (bow, cnn, hf, ...), a run is trained on the support's
 rationales of the train split, decoded at the support's budget in whole sentences and, with
 ``--tokens``, also as its best tokens (``--no-support-sentences``), at each learning rate of
-``--lrs``; the decoding and rate of lowest validation loss are chosen for that predictor (gold rationales play no part). Only then is the
+``--lrs``; the decoding and rate of lowest validation loss are chosen for that predictor (gold rationales play no part;
+for the ``linear`` predictor, fitted in one pass, the highest validation accuracy, then the lowest loss: its
+regularisation is chosen on accuracy, so its losses at different strengths are not comparable). Only then is the
 chosen run evaluated once on the test split: its accuracy (from the rationale alone), ERASER's
 token and IOU F1 of its rationales, and the run's full-text reference on the same documents.
 One row per predictor (``benchmark: eraser_support``) in results.jsonl; RESULTS.md is
@@ -80,13 +82,18 @@ def main() -> None:
             command = rationale_command(*train)
             metrics = json.loads((out / "metrics.json").read_text())
             name = f"{decoding}, lr {lr}" + ("" if budget is None else f", budget {budget}")
-            tried[name] = {"decoding": decoding, "lr": float(lr), "budget": budget, "validation_loss": metrics["valid"]["loss"], "run": out, "command": command,
+            tried[name] = {"decoding": decoding, "lr": float(lr), "budget": budget,
+                           "validation_loss": metrics["valid"]["loss"],
+                           "validation_accuracy": metrics["valid"]["accuracy"], "run": out, "command": command,
                            "train_seconds": round(metrics["train_seconds"], 1), "epochs": len(metrics["history"])}
         for name, row in tried.items():
-            print(f"{predictor} predictor, {name}: validation loss {row['validation_loss']:.4f}", flush=True)
+            print(f"{predictor} predictor, {name}: validation loss {row['validation_loss']:.4f}, accuracy "
+                  f"{row['validation_accuracy']:.3f}", flush=True)
         if args.no_test:
             continue
-        best = min(tried, key=lambda name: tried[name]["validation_loss"])
+        by_accuracy = predictor == "linear"
+        best = min(tried, key=lambda name: (-tried[name]["validation_accuracy"] if by_accuracy else 0.0,
+                                            tried[name]["validation_loss"]))
         chosen = tried[best]
         result = chosen["run"] / "test.json"  # the test split, once
         if not (args.reuse and result.exists()):  # with --reuse, a test already scored is read, not run again
@@ -101,7 +108,9 @@ def main() -> None:
             "decoding": chosen["decoding"],
             **({"window": support["window"]} if reference else {}),
             "lr": chosen["lr"],
-            "chosen_on": "validation", "validation_loss": {name: row["validation_loss"] for name, row in tried.items()},
+            "chosen_on": "validation", "chosen_by": "accuracy, then loss" if by_accuracy else "loss",
+            "validation_loss": {name: row["validation_loss"] for name, row in tried.items()},
+            "validation_accuracy": {name: row["validation_accuracy"] for name, row in tried.items()},
             "accuracy": test["accuracy"], "reference_accuracy": full_text.get("value"),
             "reference_setting": full_text.get("setting"), "selection_rate": test["selection_rate"],
             "precision": test.get("precision"), "spans": test.get("spans"),
