@@ -19,6 +19,8 @@ training (MGR, Liu et al. 2023, section 4); the first selector alone decodes at 
 
 from __future__ import annotations
 
+import itertools
+
 import torch
 from torch import Tensor, nn
 
@@ -119,6 +121,12 @@ class RationaleModel(nn.Module):
         if support is not None:
             for part in self.selector_side():
                 part.requires_grad_(False)
+
+    @property
+    def device(self) -> torch.device:
+        """Where the model's weights are (a run of fixed and fitted parts may have no parameters,
+        only buffers)."""
+        return next(itertools.chain(self.parameters(), self.buffers())).device
 
     @property
     def predictor_encoder(self):

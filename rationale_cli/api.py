@@ -123,7 +123,7 @@ def load(path: str | Path, device: str = "auto") -> Model:
     run = load_run(Path(path), resolve_device(device))
     metrics_file = Path(path) / "metrics.json"
     metrics = read_json(metrics_file) if metrics_file.is_file() else None
-    return Model(run.model, run.vocab, run.task, run.config, metrics, device=next(run.model.parameters()).device,
+    return Model(run.model, run.vocab, run.task, run.config, metrics, device=run.model.device,
                  reference=run.reference)
 
 
@@ -150,7 +150,7 @@ def train(data: str | Path, *, out: str | Path | None = None, force: bool = Fals
     console = Console(stderr=True, markup=False) if progress else None
     trained = train_config(cfg, None if out is None else Path(out), console, force=force, selector=selector)
     return Model(trained.model, trained.vocab, trained.task, trained.config, trained.metrics,
-                 device=next(trained.model.parameters()).device, stopped=trained.state.stop,
+                 device=trained.model.device, stopped=trained.state.stop,
                  reference=trained.reference)
 
 

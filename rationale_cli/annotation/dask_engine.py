@@ -89,7 +89,7 @@ def annotate_partition(frame: pd.DataFrame, run: str, *, text_col: str = "text",
     records = [as_record({"id": name, "text": text}, row)
                for row, (name, text) in enumerate(zip(names, frame[text_col].fillna("")))]
     outputs = list(run_model(loaded.model, loaded.vocab, loaded.task, records, batch_size=batch_size,
-                             device=next(loaded.model.parameters()).device))
+                             device=loaded.model.device))
     return result_frame(frame, outputs, isinstance(loaded.task, Classification))
 
 

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 from rationale_cli.data.readers import FORMATS
 from rationale_cli.data.sources import is_demo
-from rationale_cli.models.architectures import ARCHITECTURES, LINEAR, PREDICTOR_SIDES, SIDES, TRANSFORMER
+from rationale_cli.models.architectures import ARCHITECTURES, PREDICTOR_SIDES, SIDES, TRANSFORMER
 from rationale_cli.models.decoding import Decoding
 from rationale_cli.models.options import OptionError, Options, Spec, option, specs
 from rationale_cli.models.search import OneOf, Searched
@@ -68,14 +68,11 @@ class TrainConfig:
                                  default_text="rcnn, measured best for every extractor with its other "
                                  "defaults on the demo corpus")
     selector_encoder: str | None = option(None, "The selector's encoder, when it differs from the predictor's "
-                                          "(with a linear output layer).", choices=SIDES,
-                                          default_text="{encoder}'s")
+                                          "(with a linear output layer).", choices=SIDES, default_text="{encoder}'s")
     predictor_encoder: str | None = option(None, "The predictor's encoder, when it differs from the selector's "
-                                           "(with a linear output layer). linear: with {support}, a TF-IDF "
-                                           "n-gram linear model fitted in one pass on the support's rationales "
-                                           "(the full-text reference's recipe, reading only the rationale).",
-                                           choices=PREDICTOR_SIDES,
-                                           default_text="{encoder}'s")
+                                           "(with a linear output layer). linear, with {support}: a TF-IDF n-gram "
+                                           "linear model fitted in one pass on the support's rationales.",
+                                           choices=PREDICTOR_SIDES, default_text="{encoder}'s")
     pretrained: str | None = option(None, "The transformer of an hf encoder: a local folder (config, weights and "
                                     "tokenizer files; works offline) or a Hugging Face hub name.",
                                     default_text="none")
@@ -298,12 +295,6 @@ def from_values(values: dict[str, Any], given: set[str] | None = None, ranges: b
     if config.supervise and config.support:
         raise UserError(f"{flag_of('supervise')} trains a selector; with {flag_of('support')} the selector is fixed "
                         "and only the predictor learns")
-    if config.predictor_encoder == LINEAR and not config.support:
-        raise UserError(f"{flag_of('predictor_encoder')} {LINEAR} is fitted on a fixed selector's rationales, not "
-                        f"trained beside a selector: give {flag_of('support')} RUN (or {REFERENCE_SUPPORT})")
-    if config.predictor_encoder == LINEAR and config.guidance:
-        raise UserError(f"{flag_of('guidance')} trains a predictor by gradients; the {LINEAR} predictor is fitted "
-                        "in one pass")
     if config.supervise_fraction != 1.0 and not config.supervise:
         raise UserError(f"{flag_of('supervise_fraction')} applies only with {flag_of('supervise')} WEIGHT above 0")
     remedy_conflicts(config, extractor)

@@ -21,6 +21,7 @@ import numpy as np
 
 from rationale_cli.data.batching import model_tokens
 from rationale_cli.data.records import Record
+from rationale_cli.models.architectures import LINEAR
 from rationale_cli.runs.task import Classification, Task
 from rationale_cli.runtime.errors import UserError
 
@@ -174,7 +175,9 @@ def support_extractor(general: dict, given: set[str] | None, extractor: str) -> 
     by default): ``saliency`` with ``--support reference``, which selects by the reference's
     saliency (another extractor given, or ``--no-reference``, is refused); ``saliency`` is never
     trained, so it goes with that support only. Sets the support's decoding where not given:
-    a run's in sentences, the reference's in tokens."""
+    a run's in sentences, the reference's in tokens. Checks the ``linear`` predictor's options
+    (:func:`check_linear_predictor`)."""
+    check_linear_predictor(general)
     if general.get("support") and general.get("support_sentences") is None:
         general["support_sentences"] = general["support"] != REFERENCE_SUPPORT
     if general.get("support") != REFERENCE_SUPPORT:
@@ -189,6 +192,19 @@ def support_extractor(general: dict, given: set[str] | None, extractor: str) -> 
         raise UserError(f"--support {REFERENCE_SUPPORT} selects by the full-text reference; leave out --no-reference")
     general["extractor"] = SALIENCY
     return SALIENCY
+
+
+def check_linear_predictor(general: dict) -> None:
+    """One error line where the checked training options ``general`` ask for the ``linear``
+    predictor (:mod:`rationale_cli.models.encoders.tfidf`) without a fixed support to fit it on,
+    or with full-text guidance, which trains a predictor by gradients."""
+    if general.get("predictor_encoder") != LINEAR:
+        return
+    if not general.get("support"):
+        raise UserError(f"--predictor-encoder {LINEAR} is fitted on a fixed selector's rationales, not trained "
+                        f"beside a selector: give --support RUN (or {REFERENCE_SUPPORT})")
+    if general.get("guidance"):
+        raise UserError(f"--guidance trains a predictor by gradients; the {LINEAR} predictor is fitted in one pass")
 
 
 def fit_reference(train: Sequence[Record], valid: Sequence[Record], task: Task, sublinear: bool = True) -> Reference:
