@@ -293,9 +293,11 @@ def train_run(
         encoders = f"{sides[0]} encoder" if sides[0] == sides[1] else f"{sides[0]} selector, {sides[1]} predictor"
         if config.support == REFERENCE_SUPPORT:
             encoders = f"{sides[1]} predictor"
+        learns = "the predictor fitted in one pass" if linear else \
+            f"{sum(p.numel() for p in params):,} trainable parameters"
         console.print(f"training {extractor} extractor, {encoders}, {task.name}: "
                       f"{len(train):,} train / {len(valid):,} valid documents, vocabulary {len(vocab):,}, "
-                      f"{sum(p.numel() for p in params):,} trainable parameters, device {device}{processes}",
+                      f"{learns}, device {device}{processes}",
                       highlight=False)
         if config.supervise:
             console.print(f"rationale supervision: the gold of {config.supervised:,} of the {golden:,} training "
@@ -310,6 +312,9 @@ def train_run(
         if out is not None and writer:
             with writing():
                 save_weights(out, model)
+        if writer and console is not None:
+            console.print(f"linear predictor: {state.history[0]['predictor']}, chosen on the validation "
+                          "rationales", highlight=False)
     else:
         state = trained(model, vocab, task, train, valid, optimizer, config, rng, [*hooks, *callbacks], state, out)
     target = config.rate_target() if selector is None and not config.support else None  # a support decodes as fixed
