@@ -33,3 +33,16 @@ def train_on_demo(tmp_path, *options: str) -> dict:
     result = CliRunner().invoke(app, ["evaluate", str(run), "demo", "--json", str(metrics), "--no-faithfulness"])
     assert result.exit_code == 0, result.output
     return json.loads(metrics.read_text())
+
+
+def trained_on_part_of_demo(out, **options):
+    """A small run (CNN, 16 wide, one epoch) on the first 400 training and 80 validation
+    documents of the demo corpus, read once, with the option values ``options``."""
+    from rationale_cli.data import sources
+    from rationale_cli.runs.config import from_values
+    from rationale_cli.training.trainer import train_config
+
+    train, valid = sources.load("demo", "train")[:400], sources.load("demo", "valid")[:80]
+    config = from_values({"data": "demo", "encoder": "cnn", "embedding_dim": 16, "hidden_size": 16, "batch_size": 100,
+                          "epochs": 1, "seed": 0, **options})
+    return train_config(config, out, data=(train, valid))

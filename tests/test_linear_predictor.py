@@ -8,16 +8,15 @@ from collections import Counter
 import numpy as np
 import pytest
 import torch
+from helpers import trained_on_part_of_demo
 from typer.testing import CliRunner
 
 import rationale_cli as rationale
 from rationale_cli.cli import app
 from rationale_cli.data import sources
 from rationale_cli.models.encoders.tfidf import CLIP, TfidfLinear
-from rationale_cli.runs.config import from_values
 from rationale_cli.runs.task import Classification
 from rationale_cli.training.linear_predictor import fitted_rows
-from rationale_cli.training.trainer import train_config
 
 
 def invoke(*args):
@@ -88,18 +87,11 @@ def test_a_fitted_logistic_regression_s_probabilities_are_the_encoder_s(classes)
     assert probabilities == pytest.approx(fitted.predict_proba(x), abs=1e-5)
 
 
-def trained(out, **options):
-    """A run on part of the demo corpus."""
-    train, valid = sources.load("demo", "train")[:400], sources.load("demo", "valid")[:80]
-    config = from_values({"data": "demo", "encoder": "cnn", "embedding_dim": 16, "hidden_size": 16, "batch_size": 100,
-                          "epochs": 1, "seed": 0, **options})
-    return train_config(config, out, data=(train, valid))
-
-
 @pytest.fixture(scope="module")
 def linear_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("linear")
-    trained(root / "run", support="reference", support_sentences=True, budget=0.3, predictor_encoder="linear")
+    trained_on_part_of_demo(root / "run", support="reference", support_sentences=True, budget=0.3,
+                            predictor_encoder="linear")
     return root / "run"
 
 

@@ -7,34 +7,25 @@ from collections import Counter
 
 import pytest
 import torch
+from helpers import trained_on_part_of_demo
 from typer.testing import CliRunner
 
 import rationale_cli as rationale
 from rationale_cli.cli import app
 from rationale_cli.data import sources
 from rationale_cli.models.decoding import Decoding
-from rationale_cli.runs.config import from_values
 from rationale_cli.training.support import SELECTOR_SIDE
-from rationale_cli.training.trainer import train_config
 
 
 def invoke(*args):
     return CliRunner().invoke(app, [str(a) for a in args])
 
 
-def trained(out, **options):
-    """A run on part of the demo corpus (train_config with the documents read already)."""
-    train, valid = sources.load("demo", "train")[:400], sources.load("demo", "valid")[:80]
-    config = from_values({"data": "demo", "encoder": "cnn", "embedding_dim": 16, "hidden_size": 16, "batch_size": 100,
-                          "epochs": 1, "seed": 0, **options})
-    return train_config(config, out, data=(train, valid))
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("support")
-    trained(root / "support", extractor="hardkuma", budget=0.2, reference=False)
-    trained(root / "second", support=str(root / "support"), predictor_encoder="bow", lr=0.01)
+    trained_on_part_of_demo(root / "support", extractor="hardkuma", budget=0.2, reference=False)
+    trained_on_part_of_demo(root / "second", support=str(root / "support"), predictor_encoder="bow", lr=0.01)
     return root / "support", root / "second"
 
 
@@ -78,7 +69,7 @@ def test_the_config_records_the_support_and_the_run_works_with_every_command(run
 
 
 def test_a_support_without_a_budget_or_not_a_run_is_one_error_line(tmp_path):
-    trained(tmp_path / "full", extractor="full", reference=False)
+    trained_on_part_of_demo(tmp_path / "full", extractor="full", reference=False)
     result = invoke("train", "--data", "demo", "--out", tmp_path / "second", "--support", tmp_path / "full")
     assert result.exit_code == 2
     assert "holds no selection rate" in result.output and "Traceback" not in result.output
@@ -129,7 +120,7 @@ def test_support_reference_selects_by_the_run_s_own_reference_and_stays_fixed(tm
     the word 'reference', not a path; the run predicts and evaluates like any other."""
     from rationale_cli.runs.run_directory import load_reference
 
-    trained(tmp_path / "run", support="reference", predictor_encoder="bow", budget=0.25, lr=0.01)
+    trained_on_part_of_demo(tmp_path / "run", support="reference", predictor_encoder="bow", budget=0.25, lr=0.01)
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["extractor"] == "saliency" and config["support"] == "reference"
     run = rationale.load(tmp_path / "run")
