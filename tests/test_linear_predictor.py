@@ -157,3 +157,20 @@ def test_a_linear_run_has_nothing_to_resume(linear_run, tmp_path):
     result = invoke("train", "--resume", "--out", linear_run)
     assert result.exit_code != 0 and "nothing to resume" in result.output and "Traceback" not in result.output
     assert (linear_run / "metrics.json").exists()
+
+
+def test_tune_searches_only_what_changes_a_linear_run(tmp_path):
+    """The training options change nothing in a fitted predictor: tune drops them, with a note,
+    keeps the support's options a search-space file gives, and with nothing left is one error line."""
+    from rationale_cli.tuning.job import plan_study
+
+    options = {"data": "demo", "support": "reference", "predictor_encoder": "linear", "budget": 0.3}
+    space = tmp_path / "space.toml"
+    space.write_text("window = [1, 3]\ndropout = [0.1, 0.2]\n")
+    notes = []
+    plan = plan_study(options, space_file=space, note=notes.append)
+    assert plan.space.names() == ["window"]
+    assert any("--dropout" in line and "fitted, not trained" in line for line in notes)
+    result = invoke("tune", "--data", "demo", "--support", "reference", "--predictor-encoder", "linear",
+                    "--trials", "2", "--out", tmp_path / "study")
+    assert result.exit_code != 0 and "nothing to search" in result.output and "Traceback" not in result.output

@@ -22,6 +22,7 @@ from typing import Any, Callable, Sequence
 
 from rich.console import Console
 
+from rationale_cli.models.architectures import LINEAR
 from rationale_cli.runs.config import PATH_OPTIONS, TrainConfig, load_toml, resolve, with_aliases
 from rationale_cli.runs.keep import Keep
 from rationale_cli.runs.task import infer_task
@@ -45,7 +46,7 @@ from rationale_cli.tuning.leaderboard import (
     write_leaderboard,
 )
 from rationale_cli.tuning.objective import TRIALS, Objective, TrialFailed, off_target
-from rationale_cli.tuning.space import Space, search_space, without_conflicts
+from rationale_cli.tuning.space import Space, for_fitted_predictor, search_space, without_conflicts
 from rationale_cli.tuning.storage import (
     WARMUP_EPOCHS,
     database_errors,
@@ -138,6 +139,8 @@ def plan_study(options: dict[str, Any], *, config: Path | None = None, space_fil
         raise UserError("no training data: give --data PATH (or 'demo'), or data = ... in --config")
     base = cfg.to_dict()
     space = without_conflicts(space, base, given, note)
+    if cfg.predictor_encoder == LINEAR:
+        space = for_fitted_predictor(space, note)
     train, valid = training_data(cfg)
     task = infer_task([record.label for record in train], cfg.task)
     task.targets(train)  # every label checked once, before any trial

@@ -173,6 +173,22 @@ def without_conflicts(space: Space, base: dict[str, Any], given: set[str],
     return Space(entries, space.fixed, space.from_file, tuple(notes))
 
 
+def for_fitted_predictor(space: Space, note: Callable[[str], None] | None = None) -> Space:
+    """``space`` for a run whose ``linear`` predictor is fitted in one pass: the training
+    options change nothing there, so only the selector's options stay (a ``--support reference``
+    run's ``window``, from a search-space file); one error line when nothing is left."""
+    dropped = [entry.name for entry in space.entries if entry.name in TRAIN_SPECS]
+    entries = tuple(entry for entry in space.entries if entry.name not in TRAIN_SPECS)
+    if not entries:
+        raise UserError("nothing to search: the linear predictor chooses its n-grams and penalty on validation as "
+                        "it is fitted, and the training options change nothing in it; train one run per --budget "
+                        "instead, or search the support's options (window) with --search-space")
+    line = f"{', '.join(map(flag_of, dropped))} not searched: the linear predictor is fitted, not trained"
+    if dropped and note:
+        note(line)
+    return Space(entries, space.fixed, space.from_file, (*space.notes, *([line] if dropped else [])))
+
+
 def first_clash(entries: tuple[Entry, ...], base: dict[str, Any], given: set[str]) -> OptionError | None:
     for values in corners(entries):
         try:
