@@ -174,3 +174,9 @@ def test_tune_searches_only_what_changes_a_linear_run(tmp_path):
     result = invoke("tune", "--data", "demo", "--support", "reference", "--predictor-encoder", "linear",
                     "--trials", "2", "--out", tmp_path / "study")
     assert result.exit_code != 0 and "nothing to search" in result.output and "Traceback" not in result.output
+
+
+def test_the_report_names_the_fitted_predictor(linear_run, tmp_path):
+    result = invoke("report", linear_run, "--out", tmp_path / "report.html")
+    assert result.exit_code == 0, result.output
+    assert "linear predictor fitted: TF-IDF" in (tmp_path / "report.html").read_text()

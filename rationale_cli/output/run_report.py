@@ -300,8 +300,15 @@ def page(summaries: Sequence[RunSummary], found: dict[str, Plot], *, title: str 
 
 
 def _run_list(summaries: Sequence[RunSummary]) -> str:
+    """One line per run: its extractor, and the epoch kept (or the fitted predictor's setting)."""
+    def trained(s: RunSummary) -> str:
+        fitted = s.metrics["history"][-1].get("predictor") if s.metrics["history"] else None
+        if fitted:
+            return f"linear predictor fitted: {escape(fitted)}"
+        return f'kept epoch {escape(s.metrics["best_epoch"])} of {len(s.metrics["history"])}'
+
     items = [f'<li><a href="#run-{escape(s.slug)}">{escape(s.label)}</a>: {escape(s.config.get("extractor"))}, '
-             f'kept epoch {escape(s.metrics["best_epoch"])} of {len(s.metrics["history"])}</li>' for s in summaries]
+             f'{trained(s)}</li>' for s in summaries]
     return f"<ul>{''.join(items)}</ul>"
 
 
