@@ -219,11 +219,13 @@ class Options:
                 raise OptionError(name, values[name], "", needs=needed)
         return made
 
-    def held_budget(self) -> Budget | None:
+    def held_budget(self, any_use: bool = False) -> Budget | None:
         """The budget these options hold as a selection rate in training: the one declared
-        ``use=BudgetUse.HELD``, while its ``requires`` option is on; else None."""
+        ``use=BudgetUse.HELD``, while its ``requires`` option is on; else None. With ``any_use``,
+        the budget that sizes the rationale in any way (held, exact, a cap, the test-time size)."""
         for spec in specs(type(self)).values():
-            if spec.use is BudgetUse.HELD and (spec.requires is None or getattr(self, spec.requires)):
+            if (spec.use is BudgetUse.HELD or (any_use and spec.use is not None)) and \
+                    (spec.requires is None or getattr(self, spec.requires)):
                 return getattr(self, spec.name)
         return None
 

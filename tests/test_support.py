@@ -151,3 +151,16 @@ def test_the_saliency_extractor_goes_with_support_reference_only(tmp_path, optio
     result = invoke("train", "--data", "demo", "--out", tmp_path / "run", *options)
     assert result.exit_code != 0 and line in result.output and "Traceback" not in result.output
     assert not (tmp_path / "run" / "config.json").exists()
+
+
+@pytest.mark.parametrize("extractor", ["simple", "corr-topk", "sparsemap", "attention"])
+def test_a_support_decodes_at_its_budget_whatever_the_budget_is_for(tmp_path, extractor):
+    """An exact size (k-subsets), a cap (SparseMAP) or a test-time size (attention) sizes the
+    support's rationale as a held rate does: the new run decodes each document at it."""
+    trained_on_part_of_demo(tmp_path / "support", extractor=extractor, budget=0.2, reference=False)
+    trained_on_part_of_demo(tmp_path / "second", support=str(tmp_path / "support"), support_sentences=False,
+                            predictor_encoder="linear", reference=False)
+    run = rationale.load(tmp_path / "second")
+    records = sources.load("demo", "test")[:20]
+    kept = [sum(out.selected) for out in run.predict(records)]
+    assert kept == [max(1, int(0.2 * len(r.tokens) + 0.5)) for r in records]

@@ -190,7 +190,7 @@ class TrainConfig:
         if not self.support:
             return None
         reference = self.support == REFERENCE_SUPPORT
-        budget = self.options.budget if reference else self.options.held_budget()
+        budget = self.options.held_budget(any_use=True)  # a rate held, an exact size, a cap or the test-time size
         if budget is None:
             raise UserError(f"--support {self.support}: its {self.extractor} extractor holds no selection rate "
                             "(--budget) to decode at; give a run of an extractor with a budget")
