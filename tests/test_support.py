@@ -72,7 +72,7 @@ def test_a_support_without_a_budget_or_not_a_run_is_one_error_line(tmp_path):
     trained_on_part_of_demo(tmp_path / "full", extractor="full", reference=False)
     result = invoke("train", "--data", "demo", "--out", tmp_path / "second", "--support", tmp_path / "full")
     assert result.exit_code == 2
-    assert "holds no selection rate" in result.output and "Traceback" not in result.output
+    assert "has no budget that sizes its rationales" in result.output and "Traceback" not in result.output
     assert not (tmp_path / "second").exists()
     missing = invoke("train", "--data", "demo", "--out", tmp_path / "third", "--support", tmp_path / "nothing")
     assert missing.exit_code == 2 and "not a run directory" in missing.output

@@ -192,8 +192,8 @@ class TrainConfig:
         reference = self.support == REFERENCE_SUPPORT
         budget = self.options.held_budget(any_use=True)  # a rate held, an exact size, a cap or the test-time size
         if budget is None:
-            raise UserError(f"--support {self.support}: its {self.extractor} extractor holds no selection rate "
-                            "(--budget) to decode at; give a run of an extractor with a budget")
+            raise UserError(f"--support {self.support}: its {self.extractor} extractor has no budget that sizes its "
+                            "rationales (--budget) to decode at; give a run of an extractor with a budget")
         sentences = not reference if self.support_sentences is None else self.support_sentences
         return Decoding(rate=budget, sentences=sentences)
 
