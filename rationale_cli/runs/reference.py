@@ -41,6 +41,12 @@ def ngrams(tokens: Sequence[str], longest: int) -> list[str]:
     return [" ".join(words[i:i + n]) for n in range(1, longest + 1) for i in range(len(words) - n + 1)]
 
 
+def setting_name(kind: str, longest: int, strength: float) -> str:
+    """A linear n-gram model's setting in words, e.g. 'TF-IDF 1-2-grams, logistic regression, C=10'."""
+    words = "words" if longest == 1 else f"1-{longest}-grams"
+    return f"TF-IDF {words}, {NAMES[kind]}, {PARAMETER[kind]}={strength:g}"
+
+
 def main_metric(task: Task) -> str:
     """The task metric the reference and the model are compared on."""
     return "accuracy" if isinstance(task, Classification) else "mse"
@@ -70,8 +76,7 @@ class Reference:
     @property
     def setting(self) -> str:
         """What the reference is, for a table or a line."""
-        words = "words" if self.longest == 1 else f"1-{self.longest}-grams"
-        return f"TF-IDF {words}, {NAMES[self.kind]}, {PARAMETER[self.kind]}={self.strength:g}"
+        return setting_name(self.kind, self.longest, self.strength)
 
     def features(self, records: Sequence[Record]):
         """The TF-IDF matrix of the records, [N, F] sparse (l2-normalised rows, as fitted)."""

@@ -27,7 +27,7 @@ from rationale_cli.data.vocab import Vocab
 from rationale_cli.models.encoders.tfidf import FIRST_WORD, TfidfLinear, sublinear
 from rationale_cli.models.model import RationaleModel
 from rationale_cli.runs.inference import decoded_batches, evaluate
-from rationale_cli.runs.reference import NAMES, NGRAMS, PARAMETER, STRENGTHS, better, main_metric
+from rationale_cli.runs.reference import NGRAMS, PARAMETER, STRENGTHS, better, main_metric, setting_name
 from rationale_cli.runs.task import Classification, Task
 from rationale_cli.runtime.errors import UserError
 from rationale_cli.training.loop import Callback, Epoch, Fit, FitState
@@ -100,9 +100,11 @@ def fitted_rows(model, task: Task) -> tuple[np.ndarray, np.ndarray]:
 
 
 def outputs_of(encoder: TfidfLinear, rationales: Rationales) -> Tensor:
-    """The encoder's outputs ``[N, K]`` for the decoded documents."""
+    """The encoder's outputs ``[N, K]`` for the decoded documents (computed where the encoder
+    is, returned on the CPU)."""
+    device = encoder.weight.device
     with torch.no_grad():
-        return torch.cat([encoder.summary(ids, gate) for ids, gate in rationales.batches])
+        return torch.cat([encoder.summary(ids.to(device), gate.to(device)).cpu() for ids, gate in rationales.batches])
 
 
 def metric_value(task: Task, outputs: Tensor, records: Sequence[Record]) -> float:
@@ -150,8 +152,7 @@ def fit_linear(model: RationaleModel, vocab: Vocab, task: Task, train: Sequence[
                 best = ({k: v.clone() for k, v in encoder.state_dict().items()}, (longest, strength), value)
     encoder.load_state_dict(best[0])
     longest, strength = best[1]
-    words = "words" if longest == 1 else f"1-{longest}-grams"
-    setting = f"TF-IDF {words}, {NAMES[kind]}, {PARAMETER[kind]}={strength:g}"
+    setting = setting_name(kind, longest, strength)
     train_loss = float(task.loss(outputs_of(encoder, seen), seen.targets).mean())
     metrics = evaluate(model, vocab, task, valid, batch_size=batch_size, device=device)
     if not math.isfinite(metrics["loss"]):
