@@ -28,7 +28,7 @@ from rationale_cli.models.search import OneOf, Searched
 from rationale_cli.models.selectors import SELECTORS, all_option_specs, selector_class
 from rationale_cli.runs.flags import flag_of, option_line
 from rationale_cli.runs.keep import Keep
-from rationale_cli.runs.reference import REFERENCE_SUPPORT, support_extractor
+from rationale_cli.runs.reference import REFERENCE_SUPPORT, check_linear_predictor, support_extractor
 from rationale_cli.runs.remedies import remedy_conflicts
 from rationale_cli.runtime.devices import DEVICE_NAME
 from rationale_cli.runtime.errors import UserError
@@ -189,12 +189,11 @@ class TrainConfig:
         at its budget, in sentences if asked; None for a run without support."""
         if not self.support:
             return None
-        reference = self.support == REFERENCE_SUPPORT
         budget = self.options.held_budget(any_use=True)  # a rate held, an exact size, a cap or the test-time size
         if budget is None:
             raise UserError(f"--support {self.support}: its {self.extractor} extractor has no budget that sizes its "
                             "rationales (--budget) to decode at; give a run of an extractor with a budget")
-        sentences = not reference if self.support_sentences is None else self.support_sentences
+        sentences = self.support != REFERENCE_SUPPORT if self.support_sentences is None else self.support_sentences
         return Decoding(rate=budget, sentences=sentences)
 
     def keep_rule(self):
@@ -276,6 +275,7 @@ def from_values(values: dict[str, Any], given: set[str] | None = None, ranges: b
     if not DEVICE_NAME.fullmatch(general.get("device", "auto")):
         raise OptionError("device", general["device"], "auto, cpu, cuda or cuda:N")
     extractor = support_extractor(general, given, general.get("extractor", TRAIN_SPECS["extractor"].default))
+    check_linear_predictor(general)
     own = {name: value for name, value in values.items() if name not in TRAIN_SPECS}
     try:
         options = selector_class(extractor).Options.create(own, given=set(given or ()) & set(own))

@@ -180,9 +180,7 @@ def support_extractor(general: dict, given: set[str] | None, extractor: str) -> 
     by default): ``saliency`` with ``--support reference``, which selects by the reference's
     saliency (another extractor given, or ``--no-reference``, is refused); ``saliency`` is never
     trained, so it goes with that support only. Sets the support's decoding where not given:
-    a run's in sentences, the reference's in tokens. Checks the ``linear`` predictor's options
-    (:func:`check_linear_predictor`)."""
-    check_linear_predictor(general)
+    a run's in sentences, the reference's in tokens."""
     if general.get("support") and general.get("support_sentences") is None:
         general["support_sentences"] = general["support"] != REFERENCE_SUPPORT
     if general.get("support") != REFERENCE_SUPPORT:

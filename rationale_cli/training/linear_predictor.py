@@ -54,7 +54,7 @@ def decoded(model: RationaleModel, vocab: Vocab, task: Task, records: Sequence[R
         batches.append((batch.ids.cpu(), (read * batch.mask).cpu()))
         targets.append(batch.targets.cpu())
         selected += float(z.sum())
-        selectable += float((batch.mask if batch.visible is None else batch.mask - batch.visible).sum())
+        selectable += float(batch.selectable.sum())
     return Rationales(batches, torch.cat(targets), selected, selectable)
 
 

@@ -183,10 +183,12 @@ def for_fitted_predictor(space: Space, note: Callable[[str], None] | None = None
         raise UserError("nothing to search: the linear predictor chooses its n-grams and penalty on validation as "
                         "it is fitted, and the training options change nothing in it; train one run per --budget "
                         "instead, or search the support's options (window) with --search-space")
-    line = f"{', '.join(map(flag_of, dropped))} not searched: the linear predictor is fitted, not trained"
-    if dropped and note:
-        note(line)
-    return Space(entries, space.fixed, space.from_file, (*space.notes, *([line] if dropped else [])))
+    notes = space.notes
+    if dropped:
+        notes += (f"{', '.join(map(flag_of, dropped))} not searched: the linear predictor is fitted, not trained",)
+        if note:
+            note(notes[-1])
+    return Space(entries, space.fixed, space.from_file, notes)
 
 
 def first_clash(entries: tuple[Entry, ...], base: dict[str, Any], given: set[str]) -> OptionError | None:
