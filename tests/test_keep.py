@@ -66,6 +66,28 @@ def test_patience_waits_until_an_epoch_reaches_the_target(monkeypatch):
     assert state.best["epoch"] == 4 and state.epoch == 6 and state.stop.startswith("early stop")
 
 
+def test_patience_waits_until_a_held_rate_is_half_decoded(monkeypatch):
+    # a slow start: the sampled rate is held, the decoded one is near 0 for three epochs, whose
+    # losses wander; then 9% of a 13% target (over half) and better, then two epochs worse
+    scripted = iter([(0.70, 0.0), (0.69, 0.01), (0.71, 0.05), (0.40, 0.09), (0.45, 0.12), (0.50, 0.13)])
+
+    def validate(run, epoch, valid, batch_size):
+        loss, rate = next(scripted)
+        return {"loss": loss, "selection_rate": rate, "documents": len(valid)}
+
+    monkeypatch.setattr(fit_module, "validate", validate)
+    model, vocab, task, train, valid = demo_parts()
+    state = fit(model, vocab, task, train[:100], valid, epochs=6, batch_size=50, patience=1, keep=Keep(held=0.13))
+    assert state.best["epoch"] == 4 and state.epoch == 5 and state.stop.startswith("early stop")
+    assert Keep(held=0.13).key({"loss": 0.4, "selection_rate": 0.0}) == Keep().key({"loss": 0.4})  # same ranking
+
+
+def test_the_default_rule_waits_for_the_rate_an_extractor_holds():
+    assert from_values({"extractor": "hardkuma"}).keep_rule() == Keep(held=0.13)
+    assert from_values({"extractor": "bernoulli", "lagrangian": False}).keep_rule() == Keep()
+    assert from_values({"extractor": "simple"}).keep_rule() == Keep()  # an exact size decodes at it from the start
+
+
 def test_best_loss_at_rate_needs_an_extractor_holding_a_rate():
     for extractor in ("hardkuma", "bernoulli"):  # bernoulli holds its rate by default (--lagrangian)
         assert from_values({"extractor": extractor, "keep": "best-loss-at-rate"}).keep_rule() == Keep(0.13, 0.02)

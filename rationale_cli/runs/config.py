@@ -1,14 +1,12 @@
 """Training options: defaults, a TOML config file, the command line (which wins).
 
-Every option is declared once (:func:`rationale_cli.models.options.option`): the training
-options here, each extractor's own in its selector module. The command line's
-flags, the TOML keys, the configuration saved in a run directory and the checks
-all come from those declarations, through one path (:func:`from_values`), so a
-value out of range or an option the chosen extractor does not take is one clear
-error before anything is written. The extractor's options are checked there once, into
-its ``Options``, which the configuration holds and hands whole to the selector. The
-resolved configuration is all that is needed to rebuild the model when it is loaded again.
-"""
+Every option is declared once (:func:`rationale_cli.models.options.option`): the training options
+here, each extractor's own in its selector module. The command line's flags, the TOML keys, the
+configuration saved in a run directory and the checks all come from those declarations, through one
+path (:func:`from_values`), so a value out of range or an option the chosen extractor does not take
+is one clear error before anything is written. The extractor's options are checked there once, into
+its ``Options``, which the configuration holds and hands whole to the selector. The resolved
+configuration is all that is needed to rebuild the model when it is loaded again."""
 
 from __future__ import annotations
 
@@ -135,7 +133,8 @@ class TrainConfig:
                                        "gold is used (a subset drawn with {seed}; the others' gold is ignored), to "
                                        "measure what fewer annotations give.", above=0.0, high=1.0)
     clip: float = option(5.0, "Gradient norm clipping, 0 = off.", low=0.0)
-    patience: int = option(5, "Early stopping after this many epochs without improvement, 0 = off.", low=0)
+    patience: int = option(5, "Early stopping after this many epochs without improvement (none counts while an "
+                           "extractor holding a rate decodes under half of it), 0 = off.", low=0)
     keep: str = option("best-loss", "The epoch whose weights are kept: best-loss (lowest validation loss) or "
                        "best-loss-at-rate (the lowest among epochs whose decoded validation selection rate is "
                        "within --rate-tolerance of the --budget target; extractors that hold a rate).",
@@ -198,7 +197,8 @@ class TrainConfig:
 
     def keep_rule(self):
         """The rule choosing the kept epoch (:class:`rationale_cli.runs.keep.Keep`)."""
-        return Keep() if self.keep == "best-loss" else Keep(self.rate_target(), self.rate_tolerance)
+        rate = self.rate_target()
+        return Keep(held=rate) if self.keep == "best-loss" else Keep(rate, self.rate_tolerance)
 
     def to_dict(self, processes: int = 1) -> dict[str, Any]:
         """Every training option and the extractor's own options, JSON-ready (the saved
