@@ -47,7 +47,7 @@ def main() -> None:
                         help="train the grid and stop (no test split, no row): part of a grid run elsewhere")
     parser.add_argument("--reuse", action="store_true",
                         help="read a run that finished training in --runs (and its test scores, if any) "
-                             "instead of training (and testing) it again")
+                             "instead of training (and testing) it again; a test read back is not recorded again")
     parser.add_argument("--runs", default=None, help="keep the new runs here (default: a temporary folder)")
     parser.add_argument("train_args", nargs=argparse.REMAINDER, help="after --: options for the new runs' training")
     args = parser.parse_args()
@@ -96,12 +96,13 @@ def main() -> None:
                                             tried[name]["validation_loss"]))
         chosen = tried[best]
         result = chosen["run"] / "test.json"  # the test split, once
-        if not (args.reuse and result.exists()):  # with --reuse, a test already scored is read, not run again
+        tested = args.reuse and result.exists()  # with --reuse, a test already scored is read, not run again
+        if not tested:
             rationale("evaluate", str(chosen["run"]), str(data), "--split", "test", "--no-faithfulness",
                       "--json", str(result))
         test = json.loads(result.read_text())
         eraser, full_text = test["eraser"], test.get("full_text_reference", {})
-        append_result({
+        row = {
             "benchmark": "eraser_support", "dataset": "movies", "support": str(args.support),
             "extractor": support["extractor"], "encoder": support.get("selector_encoder") or support["encoder"],
             "predictor_encoder": predictor, "budget": float(chosen["budget"]) if chosen["budget"] else support.get("budget"),
@@ -119,7 +120,9 @@ def main() -> None:
             "iou_f1_micro": eraser["iou_scores"][0]["micro"]["f1"], "iou_f1_macro": eraser["iou_scores"][0]["macro"]["f1"],
             "seed": args.seed, "epochs": chosen["epochs"], "command": chosen["command"],
             "train_seconds": chosen["train_seconds"], "script": invocation(), "commit": git_commit(),
-        })
+        }
+        if not tested:  # a test read back was recorded when it ran
+            append_result(row)
         print(f"{predictor} predictor, {best} chosen on validation: accuracy {test['accuracy']:.3f} (full-text "
               f"reference {full_text.get('value')}), IOU F1 {eraser['iou_scores'][0]['macro']['f1']:.3f}, "
               f"token F1 {eraser['token_prf']['instance_macro']['f1']:.3f}", flush=True)
