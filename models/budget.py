@@ -87,6 +87,10 @@ class Budget:
             wanted = torch.full_like(lengths, float(self.count))
         return torch.minimum(wanted, lengths)
 
+    def tokens_of(self, length: int) -> int:
+        """:meth:`tokens` for one document of ``length`` tokens."""
+        return int(self.tokens(torch.ones(1, length))[0]) if length else 0
+
     def rates(self, mask: Tensor) -> Tensor:
         """The share of each document's tokens ``[B]``: the share itself, or count / length."""
         if self.share is not None:

@@ -159,6 +159,12 @@ class Selector(nn.Module):
     def decode(self, states: Tensor, mask: Tensor) -> Tensor:
         return self.decode_with_scores(states, mask)[0]
 
+    def table_entries(self, length: int) -> int:
+        """The entries of the table a training step fills for a document of ``length`` tokens
+        (a dynamic program's, kept for the backward pass) where it grows faster than the
+        length, so that a batch's memory can be bounded by it; 0 for an extractor without one."""
+        return 0
+
     def token_scores(self, states: Tensor, mask: Tensor) -> Tensor:
         return self.decode_with_scores(states, mask)[1]
 

@@ -71,6 +71,40 @@ def test_training_batches_are_cut_only_where_they_exceed_the_bound():
     assert sorted(r.id for b in cut for r in b) == sorted(r.id for r in records) and len(cut) > len(plain)
 
 
+def test_an_extractors_tables_bound_its_training_batches(monkeypatch):
+    """Top-k sparsemax fills a table of length x budget x K entries per document: a batch holds
+    at most MAX_TABLE_ENTRIES of them, padded (a document over it alone), and nothing else moves."""
+    from rationale_cli.models.model import RationaleModel
+
+    model = RationaleModel(100, 8, 8, 2, encoder="cnn", extractor="topk-sparsemax",
+                           extractor_options={"budget": "0.2", "top_masks": 4})
+    assert model.table_entries(50) == 50 * 10 * 4 and model.table_entries(7) == 7 * 1 * 4  # at least a token
+    assert RationaleModel(100, 8, 8, 2, encoder="cnn", extractor="hardkuma").table_entries(10**4) == 0
+    monkeypatch.setattr(batching, "MAX_TABLE_ENTRIES", 50_000)
+    records = records_of([random.Random(i).randrange(1, 400) for i in range(300)])
+    cut = list(length_batches(records, 64, rng=random.Random(3), entries=model.table_entries))
+    widest = [max(model_length(r) for r in b) for b in cut]
+    assert all(len(b) == 1 or len(b) * model.table_entries(w) <= 50_000 for b, w in zip(cut, widest))
+    assert sorted(r.id for b in cut for r in b) == sorted(r.id for r in records)
+    assert any(len(b) == 1 and model.table_entries(w) > 50_000 for b, w in zip(cut, widest))  # alone
+    assert batching.documents_per_batch(100, model.table_entries) == 50_000 // 8_000
+    free = list(length_batches(records, 64, rng=random.Random(3), entries=lambda length: 0))
+    assert [[r.id for r in b] for b in free] == [[r.id for r in b] for b in length_batches(
+        records, 64, rng=random.Random(3))]
+
+
+def test_training_says_when_the_tables_hold_batches_under_the_batch_size(monkeypatch, tmp_path):
+    monkeypatch.setattr(batching, "MAX_TABLE_ENTRIES", 2_000)
+    result = invoke("train", "--data", "demo", "--out", tmp_path / "run", "--extractor", "topk-sparsemax",
+                    "--encoder", "cnn", "--batch-size", "32", *SMALL)
+    assert result.exit_code == 0, result.output
+    line = next(line for line in result.output.splitlines() if line.startswith("long documents"))
+    assert "topk-sparsemax" in line and "under --batch-size 32" in line
+    plain = invoke("train", "--data", "demo", "--out", tmp_path / "plain", "--extractor", "hardkuma",
+                   "--encoder", "cnn", *SMALL)
+    assert plain.exit_code == 0 and "long documents" not in plain.output
+
+
 def test_a_document_longer_than_the_model_reads_is_one_line_and_no_output(monkeypatch, tmp_path):
     monkeypatch.setattr(batching, "MAX_DOCUMENT_TOKENS", 50)
     data = tmp_path / "train.jsonl"

@@ -17,7 +17,7 @@ import torch
 from rich.console import Console
 
 from rationale_cli.data import sources
-from rationale_cli.data.batching import model_tokens
+from rationale_cli.data.batching import documents_per_batch, model_length, model_tokens
 from rationale_cli.data.records import Record
 from rationale_cli.data.vectors import load_vectors
 from rationale_cli.data.vocab import Vocab
@@ -302,6 +302,11 @@ def train_run(
         if config.supervise:
             console.print(f"rationale supervision: the gold of {config.supervised:,} of the {golden:,} training "
                           f"documents with gold, weight {config.supervise:g}", highlight=False)
+        longest = max(model_length(record) for record in train)
+        if (held := documents_per_batch(longest, model.table_entries)) < config.batch_size:
+            console.print(f"long documents: the {extractor} extractor's tables hold a batch of the longest ({longest:,} "
+                          f"tokens) to {plural(held, 'document')}, under --batch-size {config.batch_size}",
+                          highlight=False)
         hooks.append(ConsoleReport(console, verbose))
     reference = run_reference(config, train, valid, task, out, console, resume, fitted) if writer else None
     if writer and config.time_limit > 0:
