@@ -181,12 +181,12 @@ class RationaleModel(nn.Module):
         tokens = None if ids is None or self.training else TokenRows(ids, self.embed.weight, torch.ones_like(mask))
         return encoder(emb, mask, tokens)[0]
 
-    def table_entries(self, length: int) -> int:
-        """The entries of the tables the selectors fill in a training step for a document of
-        ``length`` tokens (:meth:`Selector.table_entries`; none for a fixed support)."""
+    def table_bytes(self, length: int) -> int:
+        """The memory of the tables the selectors keep in a training step for a document of
+        ``length`` tokens (:meth:`Selector.table_bytes`; none for a fixed support)."""
         if self.support is not None:
             return 0
-        return sum(s.table_entries(length) for s in [self.selector, *(g["selector"] for g in self.generators)])
+        return sum(s.table_bytes(length) for s in [self.selector, *(g["selector"] for g in self.generators)])
 
     def predict_masked(self, emb: Tensor, mask: Tensor, masks: Tensor, ids: Tensor | None = None,
                        skip_zeros: bool = False) -> Tensor:

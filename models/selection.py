@@ -159,10 +159,11 @@ class Selector(nn.Module):
     def decode(self, states: Tensor, mask: Tensor) -> Tensor:
         return self.decode_with_scores(states, mask)[0]
 
-    def table_entries(self, length: int) -> int:
-        """The entries of the table a training step fills for a document of ``length`` tokens
-        (a dynamic program's, kept for the backward pass) where it grows faster than the
-        length, so that a batch's memory can be bounded by it; 0 for an extractor without one."""
+    def table_bytes(self, length: int) -> int:
+        """The bytes a training step keeps in the extractor's tables for a document of ``length``
+        tokens (a dynamic program's, for the backward pass) where they grow faster than the
+        length, estimated from a measurement on CPU, so that a batch's memory can be bounded by
+        them; 0 for an extractor without such tables."""
         return 0
 
     def token_scores(self, states: Tensor, mask: Tensor) -> Tensor:

@@ -72,29 +72,29 @@ def test_training_batches_are_cut_only_where_they_exceed_the_bound():
 
 
 def test_an_extractors_tables_bound_its_training_batches(monkeypatch):
-    """Top-k sparsemax fills a table of length x budget x K entries per document: a batch holds
-    at most MAX_TABLE_ENTRIES of them, padded (a document over it alone), and nothing else moves."""
+    """Top-k sparsemax keeps a table of length x budget x K entries per document, 8 bytes each: a
+    batch holds at most MAX_TABLE_BYTES of it, padded (a document over it alone), and nothing else moves."""
     from rationale_cli.models.model import RationaleModel
 
     model = RationaleModel(100, 8, 8, 2, encoder="cnn", extractor="topk-sparsemax",
                            extractor_options={"budget": "0.2", "top_masks": 4})
-    assert model.table_entries(50) == 50 * 10 * 4 and model.table_entries(7) == 7 * 1 * 4  # at least a token
-    assert RationaleModel(100, 8, 8, 2, encoder="cnn", extractor="hardkuma").table_entries(10**4) == 0
-    monkeypatch.setattr(batching, "MAX_TABLE_ENTRIES", 50_000)
+    assert model.table_bytes(50) == 8 * 50 * 10 * 4 and model.table_bytes(7) == 8 * 7 * 1 * 4  # at least a token
+    assert RationaleModel(100, 8, 8, 2, encoder="cnn", extractor="hardkuma").table_bytes(10**4) == 0
+    monkeypatch.setattr(batching, "MAX_TABLE_BYTES", 400_000)
     records = records_of([random.Random(i).randrange(1, 400) for i in range(300)])
-    cut = list(length_batches(records, 64, rng=random.Random(3), entries=model.table_entries))
+    cut = list(length_batches(records, 64, rng=random.Random(3), tables=model.table_bytes))
     widest = [max(model_length(r) for r in b) for b in cut]
-    assert all(len(b) == 1 or len(b) * model.table_entries(w) <= 50_000 for b, w in zip(cut, widest))
+    assert all(len(b) == 1 or len(b) * model.table_bytes(w) <= 400_000 for b, w in zip(cut, widest))
     assert sorted(r.id for b in cut for r in b) == sorted(r.id for r in records)
-    assert any(len(b) == 1 and model.table_entries(w) > 50_000 for b, w in zip(cut, widest))  # alone
-    assert batching.documents_per_batch(100, model.table_entries) == 50_000 // 8_000
-    free = list(length_batches(records, 64, rng=random.Random(3), entries=lambda length: 0))
+    assert any(len(b) == 1 and model.table_bytes(w) > 400_000 for b, w in zip(cut, widest))  # alone
+    assert batching.documents_per_batch(100, model.table_bytes) == 400_000 // 64_000
+    free = list(length_batches(records, 64, rng=random.Random(3), tables=lambda length: 0))
     assert [[r.id for r in b] for b in free] == [[r.id for r in b] for b in length_batches(
         records, 64, rng=random.Random(3))]
 
 
 def test_training_says_when_the_tables_hold_batches_under_the_batch_size(monkeypatch, tmp_path):
-    monkeypatch.setattr(batching, "MAX_TABLE_ENTRIES", 2_000)
+    monkeypatch.setattr(batching, "MAX_TABLE_BYTES", 16_000)
     result = invoke("train", "--data", "demo", "--out", tmp_path / "run", "--extractor", "topk-sparsemax",
                     "--encoder", "cnn", "--batch-size", "32", *SMALL)
     assert result.exit_code == 0, result.output

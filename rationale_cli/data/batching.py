@@ -54,9 +54,8 @@ def model_tokens(record: Record) -> list[str]:
 TOKENS_PER_DOCUMENT = 256  # a batch of n documents holds at most n times this many padded positions
 MAX_DOCUMENT_TOKENS = 1 << 16  # a longer document is refused: no batch holds more positions at test time
 MAX_TRAINING_TOKENS = 1 << 18  # padded positions of a training batch (per process), whatever --batch-size
-# padded entries of the extractor's tables in a training batch (:meth:`Selector.table_entries`): top-k
-# sparsemax on ERASER movies at 20% then peaks at 4.5 GB (12.7 GB with batches of 64 of its longest reviews)
-MAX_TABLE_ENTRIES = 1 << 28
+# the memory of the extractor's tables in a training batch, padded (:meth:`Selector.table_bytes`)
+MAX_TABLE_BYTES = 5 << 29  # 2.5 GiB
 
 
 def model_length(record: Record) -> int:
@@ -83,18 +82,18 @@ def capped_batches(records: Iterable[Record], size: int) -> Iterator[list[Record
 
 
 def cut(records: Iterable[Record], size: int, budget: int,
-        entries: Callable[[int], int] | None = None) -> Iterator[list[Record]]:
+        tables: Callable[[int], int] | None = None) -> Iterator[list[Record]]:
     """``records`` in input order in parts of at most ``size`` documents and ``budget`` padded
-    positions (a document longer than ``budget`` alone); with ``entries`` (a document length's
-    table entries), also at most :data:`MAX_TABLE_ENTRIES` padded entries. A document longer
-    than :data:`MAX_DOCUMENT_TOKENS` is refused."""
+    positions (a document longer than ``budget`` alone); with ``tables`` (the bytes of the
+    extractor's tables for a document length), also at most :data:`MAX_TABLE_BYTES` of them,
+    padded. A document longer than :data:`MAX_DOCUMENT_TOKENS` is refused."""
     batch: list[Record] = []
     longest = 0
     for record in records:
         length = checked_length(record)
         widest = max(longest, length)
         if batch and (len(batch) == size or widest * (len(batch) + 1) > budget
-                      or (entries is not None and entries(widest) * (len(batch) + 1) > MAX_TABLE_ENTRIES)):
+                      or (tables is not None and tables(widest) * (len(batch) + 1) > MAX_TABLE_BYTES)):
             yield batch
             batch, widest = [], length
         batch.append(record)
@@ -103,9 +102,9 @@ def cut(records: Iterable[Record], size: int, budget: int,
         yield batch
 
 
-def documents_per_batch(length: int, entries: Callable[[int], int]) -> int:
+def documents_per_batch(length: int, tables: Callable[[int], int]) -> int:
     """How many documents of ``length`` tokens a training batch holds at most by their tables."""
-    return max(1, MAX_TABLE_ENTRIES // max(1, entries(length)))
+    return max(1, MAX_TABLE_BYTES // max(1, tables(length)))
 
 
 def made_batches(records: Iterable[Record], vocab: Vocab, size: int, device: str | torch.device = "cpu",
@@ -148,17 +147,17 @@ def make_batch(records: Sequence[Record], vocab: Vocab, task=None, device: str |
 
 def length_batches(records: Sequence[Record], batch_size: int, *, rng: random.Random | None = None,
                    budget: int = MAX_TRAINING_TOKENS,
-                   entries: Callable[[int], int] | None = None) -> Iterator[list[Record]]:
+                   tables: Callable[[int], int] | None = None) -> Iterator[list[Record]]:
     """Batches of similar length (less padding for recurrent encoders) of at most
-    ``batch_size`` documents and ``budget`` padded positions, and with ``entries`` table
-    entries (:func:`cut`: a batch of long documents is split, a document longer than
+    ``batch_size`` documents and ``budget`` padded positions, and with ``tables`` the bytes of
+    the extractor's tables (:func:`cut`: a batch of long documents is split, a document longer than
     :data:`MAX_DOCUMENT_TOKENS` refused).
 
     With ``rng``, documents are shuffled, sorted by length within pools of 50
     batches, and the batches shuffled; without, the input order is kept.
     """
     if rng is None:
-        yield from cut(records, batch_size, budget, entries)
+        yield from cut(records, batch_size, budget, tables)
         return
     order = list(records)
     rng.shuffle(order)
@@ -166,6 +165,6 @@ def length_batches(records: Sequence[Record], batch_size: int, *, rng: random.Ra
     batches = []
     for start in range(0, len(order), pool):
         chunk = sorted(order[start : start + pool], key=lambda r: len(r.tokens))
-        batches += cut(chunk, batch_size, budget, entries)
+        batches += cut(chunk, batch_size, budget, tables)
     rng.shuffle(batches)
     yield from batches

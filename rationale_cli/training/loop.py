@@ -296,7 +296,7 @@ def one_epoch(run: Fit, epoch: int, train: Sequence[Record], valid: Sequence[Rec
     sums: dict[str, torch.Tensor] = {}
     weights: dict[str, float] = {}  # documents behind each statistic's sum
     step = 0
-    for batch_records in length_batches(train, batch_size * run.processes, rng=run.rng, entries=run.model.table_entries):
+    for batch_records in length_batches(train, batch_size * run.processes, rng=run.rng, tables=run.model.table_bytes):
         if len(batch_records) < run.processes:  # a last batch too small to give every process a document
             continue
         step += 1

@@ -303,7 +303,7 @@ def train_run(
             console.print(f"rationale supervision: the gold of {config.supervised:,} of the {golden:,} training "
                           f"documents with gold, weight {config.supervise:g}", highlight=False)
         longest = max(model_length(record) for record in train)
-        if (held := documents_per_batch(longest, model.table_entries)) < config.batch_size:
+        if (held := documents_per_batch(longest, model.table_bytes)) < config.batch_size:
             console.print(f"long documents: the {extractor} extractor's tables hold a batch of the longest ({longest:,} "
                           f"tokens) to {plural(held, 'document')}, under --batch-size {config.batch_size}",
                           highlight=False)
