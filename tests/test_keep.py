@@ -52,9 +52,9 @@ def test_fit_keeps_the_weights_of_the_epoch_the_rule_picks(monkeypatch):
     assert all(torch.equal(weights[2][k], v) for k, v in model.state_dict().items())
 
 
-def test_patience_waits_until_an_epoch_reaches_the_target(monkeypatch):
-    # off the target (and no nearer) for three epochs, then on it, then two epochs worse
-    scripted = iter([(0.05, 0.9), (0.04, 0.9), (0.03, 0.9), (0.05, 0.13), (0.06, 0.13), (0.07, 0.13)])
+def fit_scripted(monkeypatch, history, **options):
+    """Fit on part of the demo for as many epochs as ``history``, whose validation gives ``history``'s (loss, rate) pairs."""
+    scripted = iter(history)
 
     def validate(run, epoch, valid, batch_size):
         loss, rate = next(scripted)
@@ -62,22 +62,21 @@ def test_patience_waits_until_an_epoch_reaches_the_target(monkeypatch):
 
     monkeypatch.setattr(fit_module, "validate", validate)
     model, vocab, task, train, valid = demo_parts()
-    state = fit(model, vocab, task, train[:100], valid, epochs=6, batch_size=50, patience=2, keep=Keep(0.13, 0.02))
+    return fit(model, vocab, task, train[:100], valid, epochs=len(history), batch_size=50, **options)
+
+
+def test_patience_waits_until_an_epoch_reaches_the_target(monkeypatch):
+    # off the target (and no nearer) for three epochs, then on it, then two epochs worse
+    state = fit_scripted(monkeypatch, [(0.05, 0.9), (0.04, 0.9), (0.03, 0.9), (0.05, 0.13), (0.06, 0.13),
+                                       (0.07, 0.13)], patience=2, keep=Keep(0.13, 0.02))
     assert state.best["epoch"] == 4 and state.epoch == 6 and state.stop.startswith("early stop")
 
 
 def test_patience_waits_until_a_held_rate_is_half_decoded(monkeypatch):
     # a slow start: the sampled rate is held, the decoded one is near 0 for three epochs, whose
     # losses wander; then 9% of a 13% target (over half) and better, then two epochs worse
-    scripted = iter([(0.70, 0.0), (0.69, 0.01), (0.71, 0.05), (0.40, 0.09), (0.45, 0.12), (0.50, 0.13)])
-
-    def validate(run, epoch, valid, batch_size):
-        loss, rate = next(scripted)
-        return {"loss": loss, "selection_rate": rate, "documents": len(valid)}
-
-    monkeypatch.setattr(fit_module, "validate", validate)
-    model, vocab, task, train, valid = demo_parts()
-    state = fit(model, vocab, task, train[:100], valid, epochs=6, batch_size=50, patience=1, keep=Keep(held=0.13))
+    state = fit_scripted(monkeypatch, [(0.70, 0.0), (0.69, 0.01), (0.71, 0.05), (0.40, 0.09), (0.45, 0.12),
+                                       (0.50, 0.13)], patience=1, keep=Keep(held=0.13))
     assert state.best["epoch"] == 4 and state.epoch == 5 and state.stop.startswith("early stop")
     assert Keep(held=0.13).key({"loss": 0.4, "selection_rate": 0.0}) == Keep().key({"loss": 0.4})  # same ranking
 
