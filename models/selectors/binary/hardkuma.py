@@ -20,7 +20,7 @@ paper's beer runs (appendix B.1: a weight from 1e-4 to 4e-4).
 Start (section 3, eq. 8; :func:`~rationale_cli.models.distributions.hardkuma.shapes_at_rate`): the
 layer that gives ``(a, b)`` starts with the biases of ``a = softplus(0) = ln 2`` and
 ``b = log t / log(1 - k0^a)``, ``k0 = -l / (r - l)``, so each token's expected L0 ``P(z != 0)`` is
-the target share t before the first step (about 10.3 for t = 0.13), where PyTorch's zero-mean
+the target share t before the first step (b about 10.4 for t = 0.13), where PyTorch's zero-mean
 bias gave ``a = b = ln 2`` on average, ``P(z != 0) = 0.87``, a start from which the first epochs
 decoded 0-5% of the tokens (demo, beer, ERASER movies; docs/concepts/extractors.md). A budget given as a token count has no share before
 the documents are seen and keeps PyTorch's bias.
