@@ -59,6 +59,8 @@ def main() -> None:
         parser.error("--budgets goes with --support reference (a support run has its own budget)")
     if args.budgets and "--budget" in extra:
         parser.error("--budgets or a --budget after --, not both")
+    if "--lr" in extra:  # the runs' names and rows carry the rate of --lrs; a later --lr would win unseen
+        parser.error("learning rates go in --lrs, not after --")
     if reference:
         given = dict(zip(extra, extra[1:]))
         support = {"extractor": "saliency", "encoder": "reference (TF-IDF linear)",
