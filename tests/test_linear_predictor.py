@@ -16,7 +16,8 @@ from rationale_cli.cli import app
 from rationale_cli.data import sources
 from rationale_cli.models.encoders.tfidf import CLIP, TfidfLinear
 from rationale_cli.runs.task import Classification
-from rationale_cli.training.linear_predictor import fitted_rows
+from rationale_cli.training import linear_predictor
+from rationale_cli.training.linear_predictor import TEXTS, WITH_FULL_TEXTS, fitted_rows
 
 
 def invoke(*args):
@@ -95,6 +96,17 @@ def linear_run(tmp_path_factory):
     return root / "run"
 
 
+@pytest.fixture(scope="module", params=TEXTS)
+def fitted_on(request, tmp_path_factory):
+    """A linear run fitted on ``request.param`` alone (the grid's other texts left out)."""
+    root = tmp_path_factory.mktemp("texts")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(linear_predictor, "TEXTS", (request.param,))
+        trained_on_part_of_demo(root / "run", support="reference", support_sentences=True, budget=0.3,
+                                predictor_encoder="linear")
+    return root / "run", request.param
+
+
 def test_the_fit_is_the_grid_s_best_on_validation_and_reloads_as_fitted(linear_run):
     """One epoch whose row names the chosen setting and every setting's validation mse; the run
     reloaded from its files (the tables sized from its weights) scores that mse on the
@@ -102,8 +114,8 @@ def test_the_fit_is_the_grid_s_best_on_validation_and_reloads_as_fitted(linear_r
     metrics = json.loads((linear_run / "metrics.json").read_text())
     row = metrics["history"][0]
     assert len(metrics["history"]) == 1 and row["predictor"].startswith("TF-IDF")
-    assert [(t["longest_ngram"], t["alpha"]) for t in row["tried"]] == [(n, a) for n in (1, 2)
-                                                                      for a in (0.1, 0.3, 1.0, 3.0)]
+    assert [(t["fitted_on"], t["longest_ngram"], t["alpha"]) for t in row["tried"]] == [
+        (t, n, a) for t in TEXTS for n in (1, 2) for a in (0.1, 0.3, 1.0, 3.0)]
     best = min(t["mse"] for t in row["tried"])
     assert metrics["valid"]["mse"] == pytest.approx(best, rel=1e-4)
     run = rationale.load(linear_run)
@@ -112,17 +124,20 @@ def test_the_fit_is_the_grid_s_best_on_validation_and_reloads_as_fitted(linear_r
     assert run.evaluate(valid)["mse"] == pytest.approx(best, rel=1e-4)
 
 
-def test_predictions_are_ridge_regression_on_the_rationale_s_text(linear_run):
-    """scikit-learn's own vectorizer and ridge regression, fitted on the training rationales' text
-    (the selected words and the bigrams inside the selection) with the chosen setting, predict
-    what the run predicts on new documents."""
+def test_predictions_are_ridge_regression_on_the_rationale_s_text(fitted_on):
+    """scikit-learn's own vectorizer and ridge regression, fitted with the chosen setting on the
+    training rationales' text (the selected words and the bigrams inside the selection), and with
+    the full texts, on those and the full texts' words and the same bigrams, predict what the run
+    predicts on new documents."""
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import Ridge
 
-    run = rationale.load(linear_run)
-    setting = json.loads((linear_run / "metrics.json").read_text())["history"][0]["predictor"]
+    path, texts = fitted_on
+    run = rationale.load(path)
+    setting = json.loads((path / "metrics.json").read_text())["history"][0]["predictor"]
+    assert setting.endswith(f", fitted on {texts}")
     longest = 2 if "1-2-grams" in setting else 1
-    alpha = float(setting.split("alpha=")[1])
+    alpha = float(setting.split("alpha=")[1].split(",")[0])
 
     def grams(words_and_gate):
         words, gate = words_and_gate
@@ -135,8 +150,14 @@ def test_predictions_are_ridge_regression_on_the_rationale_s_text(linear_run):
         return [(r.tokens, out.selected) for r, out in zip(records, run.predict(records))]
 
     train, test = sources.load("demo", "train")[:400], sources.load("demo", "test")[:60]
-    vectorizer = TfidfVectorizer(analyzer=grams, sublinear_tf=True)
-    ridge = Ridge(alpha=alpha).fit(vectorizer.fit_transform(rationales(train)), [r.label for r in train])
+    docs, labels = rationales(train), [r.label for r in train]
+    vocabulary = {g for doc in docs for g in grams(doc)}
+    if texts == WITH_FULL_TEXTS:  # the full texts' words join, their bigrams do not
+        full = [(r.tokens, [1] * len(r.tokens)) for r in train]
+        vocabulary |= {w for doc in full for w in grams(doc) if " " not in w}
+        docs, labels = docs + full, labels * 2
+    vectorizer = TfidfVectorizer(analyzer=grams, sublinear_tf=True, vocabulary=sorted(vocabulary))
+    ridge = Ridge(alpha=alpha).fit(vectorizer.fit_transform(docs), labels)
     expected = np.clip(ridge.predict(vectorizer.transform(rationales(test))), CLIP, 1 - CLIP)
     got = [out.prediction for out in run.predict(test)]
     assert got == pytest.approx(expected.tolist(), abs=1e-4)

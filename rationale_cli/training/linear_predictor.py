@@ -5,9 +5,12 @@ second stage of FRESH (Jain et al., 2020, section 3) with the full-text referenc
 The fixed selector (``--support``) decodes every training and validation document once; the
 linear model is fitted on the training rationales for each n-gram range and regularisation
 strength of the reference's grid (logistic regression for classes, ridge for scores;
-scikit-learn's), and the one best on the validation rationales (the task metric; the first of
-equals: the shorter n-grams and the stronger penalty) is kept. The whole fit is the run's one
-"epoch": its line and ``metrics.json`` read as any run's.
+scikit-learn's), once on the rationales alone and once on the rationales and the full training
+texts beside them (more data of the same labels: the predictor still reads only the rationale),
+and the one best on the validation rationales (the task metric; the first of equals: the
+rationales alone, the shorter n-grams and the stronger penalty) is kept. Bigrams are those inside
+the training rationales either way. The whole fit is the run's one "epoch": its line and
+``metrics.json`` read as any run's.
 """
 
 from __future__ import annotations
@@ -32,30 +35,40 @@ from rationale_cli.runs.task import Classification, Task
 from rationale_cli.runtime.errors import UserError
 from rationale_cli.training.loop import Callback, Epoch, Fit, FitState
 
+WITH_FULL_TEXTS = "the rationales and the full texts"
+TEXTS = ("the rationales", WITH_FULL_TEXTS)  # what the fit reads, in the order tried
+
 
 @dataclass
 class Rationales:
     """Decoded documents: each batch's ids ``[B, T]`` and the gate the predictor reads (the
     rationale and any query), on the CPU, with the documents' targets and how many of their
-    selectable tokens were chosen."""
+    selectable tokens were chosen; ``whole``: each batch's gate over the full text."""
 
     batches: list[tuple[Tensor, Tensor]]
     targets: Tensor
     selected: float
     selectable: float
+    whole: list[Tensor]
+
+    def full_texts(self) -> Rationales:
+        """The same documents, each read whole."""
+        batches = [(ids, gate) for (ids, _), gate in zip(self.batches, self.whole)]
+        return Rationales(batches, self.targets, self.selectable, self.selectable, self.whole)
 
 
 def decoded(model: RationaleModel, vocab: Vocab, task: Task, records: Sequence[Record], batch_size: int,
             device: torch.device) -> Rationales:
     """The fixed selector's rationales of ``records`` (its own decoding, as at test time)."""
-    batches, targets, selected, selectable = [], [], 0.0, 0.0
+    batches, targets, selected, selectable, whole = [], [], 0.0, 0.0, []
     for _, batch, z, _, _ in decoded_batches(model, vocab, records, batch_size, device, task):
         read = z if batch.visible is None else z + batch.visible
         batches.append((batch.ids.cpu(), (read * batch.mask).cpu()))
+        whole.append(batch.mask.cpu())
         targets.append(batch.targets.cpu())
         selected += float(z.sum())
         selectable += float(batch.selectable.sum())
-    return Rationales(batches, torch.cat(targets), selected, selectable)
+    return Rationales(batches, torch.cat(targets), selected, selectable, whole)
 
 
 def bigram_table(rationales: Rationales, vocab_size: int) -> Tensor:
@@ -121,6 +134,7 @@ def fit_linear(model: RationaleModel, vocab: Vocab, task: Task, train: Sequence[
     docstring), the model left holding the chosen one; the fit as a one-epoch state whose row
     names the setting (``predictor``) and the validation value of every setting tried."""
     try:
+        from scipy.sparse import vstack
         from sklearn.linear_model import LogisticRegression, Ridge
         from sklearn.preprocessing import normalize
     except ImportError:
@@ -133,12 +147,15 @@ def fit_linear(model: RationaleModel, vocab: Vocab, task: Task, train: Sequence[
     seen = decoded(model, vocab, task, train, batch_size, device)
     held = decoded(model, vocab, task, valid, batch_size, device)
     kind = "logistic" if isinstance(task, Classification) else "ridge"
-    metric, targets = main_metric(task), seen.targets.numpy()
+    metric, whole = main_metric(task), seen.full_texts()
     every = bigram_table(seen, encoder.vocab_size)
     best, tried = None, []
-    for longest in NGRAMS:
+    for texts, longest in ((t, n) for t in TEXTS for n in NGRAMS):
         bigrams = every if longest > 1 else every[:0]
         counts = count_matrix(encoder, seen, bigrams)
+        targets = seen.targets.numpy()
+        if texts == WITH_FULL_TEXTS:
+            counts, targets = vstack([counts, count_matrix(encoder, whole, bigrams)]).tocsr(), np.concatenate([targets] * 2)
         df = np.bincount(counts.indices, minlength=counts.shape[1])
         idf = np.log((1 + counts.shape[0]) / (1 + df)) + 1  # scikit-learn's smoothed idf
         features = normalize(counts.multiply(idf).tocsr())
@@ -147,12 +164,12 @@ def fit_linear(model: RationaleModel, vocab: Vocab, task: Task, train: Sequence[
                       else Ridge(alpha=strength)).fit(features, targets)
             encoder.fill(bigrams, torch.from_numpy(idf), *map(torch.from_numpy, fitted_rows(fitted, task)))
             value = metric_value(task, outputs_of(encoder, held), valid)
-            tried.append({"longest_ngram": longest, PARAMETER[kind]: strength, metric: value})
+            tried.append({"fitted_on": texts, "longest_ngram": longest, PARAMETER[kind]: strength, metric: value})
             if best is None or better(metric, value, best[2]):
-                best = ({k: v.clone() for k, v in encoder.state_dict().items()}, (longest, strength), value)
+                best = ({k: v.clone() for k, v in encoder.state_dict().items()}, (texts, longest, strength), value)
     encoder.load_state_dict(best[0])
-    longest, strength = best[1]
-    setting = setting_name(kind, longest, strength)
+    texts, longest, strength = best[1]
+    setting = f"{setting_name(kind, longest, strength)}, fitted on {texts}"
     train_loss = float(task.loss(outputs_of(encoder, seen), seen.targets).mean())
     metrics = evaluate(model, vocab, task, valid, batch_size=batch_size, device=device)
     if not math.isfinite(metrics["loss"]):
