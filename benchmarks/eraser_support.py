@@ -87,7 +87,8 @@ def main() -> None:
             tried[name] = {"decoding": decoding, "lr": float(lr), "budget": budget,
                            "validation_loss": metrics["valid"]["loss"],
                            "validation_accuracy": metrics["valid"]["accuracy"], "run": out, "command": command,
-                           "train_seconds": round(metrics["train_seconds"], 1), "epochs": len(metrics["history"])}
+                           "train_seconds": round(metrics["train_seconds"], 1), "epochs": len(metrics["history"]),
+                           "setting": metrics["history"][0].get("predictor")}  # a fitted predictor's
         for name, row in tried.items():
             print(f"{predictor} predictor, {name}: validation loss {row['validation_loss']:.4f}, accuracy "
                   f"{row['validation_accuracy']:.3f}", flush=True)
@@ -120,6 +121,7 @@ def main() -> None:
             "token_f1_micro": eraser["token_prf"]["instance_micro"]["f1"],
             "token_f1_macro": eraser["token_prf"]["instance_macro"]["f1"],
             "iou_f1_micro": eraser["iou_scores"][0]["micro"]["f1"], "iou_f1_macro": eraser["iou_scores"][0]["macro"]["f1"],
+            **({"predictor_setting": chosen["setting"]} if chosen["setting"] else {}),
             "seed": args.seed, "epochs": chosen["epochs"], "command": chosen["command"],
             "train_seconds": chosen["train_seconds"], "script": invocation(), "commit": git_commit(),
         }
