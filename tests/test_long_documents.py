@@ -94,7 +94,7 @@ def test_an_extractors_tables_bound_its_training_batches(monkeypatch):
 
 
 def test_training_says_when_the_tables_hold_batches_under_the_batch_size(monkeypatch, tmp_path):
-    monkeypatch.setattr(batching, "MAX_TABLE_BYTES", 16_000)
+    monkeypatch.setattr(batching, "MAX_TABLE_BYTES", 200_000)
     result = invoke("train", "--data", "demo", "--out", tmp_path / "run", "--extractor", "topk-sparsemax",
                     "--encoder", "cnn", "--batch-size", "32", *SMALL)
     assert result.exit_code == 0, result.output
