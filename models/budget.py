@@ -10,6 +10,7 @@ share); each extractor's options declare which (:class:`BudgetUse`).
 from __future__ import annotations
 
 import enum
+import math
 import re
 from dataclasses import dataclass
 
@@ -88,8 +89,10 @@ class Budget:
         return torch.minimum(wanted, lengths)
 
     def tokens_of(self, length: int) -> int:
-        """:meth:`tokens` for one document of ``length`` tokens."""
-        return int(self.tokens(torch.ones(1, length))[0]) if length else 0
+        """:meth:`tokens` for one document of ``length`` tokens, without tensors (it is asked per
+        document when training batches are cut)."""
+        wanted = max(1, math.floor(length * self.share + 0.5)) if self.share is not None else self.count
+        return min(wanted, length)
 
     def rates(self, mask: Tensor) -> Tensor:
         """The share of each document's tokens ``[B]``: the share itself, or count / length."""

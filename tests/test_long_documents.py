@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from rationale_cli.annotation.engine import partial_path, state_path
@@ -19,6 +20,7 @@ from rationale_cli.cli import app
 from rationale_cli.data import batching, tokenize
 from rationale_cli.data.batching import capped_batches, length_batches, model_length
 from rationale_cli.data.records import Record
+from rationale_cli.models.budget import Budget
 from rationale_cli.runtime.atomic import open_descriptor
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -88,6 +90,8 @@ def test_an_extractors_tables_bound_its_training_batches(monkeypatch):
     assert sorted(r.id for b in cut for r in b) == sorted(r.id for r in records)
     assert any(len(b) == 1 and model.table_bytes(w) > 400_000 for b, w in zip(cut, widest))  # alone
     assert batching.documents_per_batch(100, model.table_bytes) == 400_000 // 64_000
+    for budget in (Budget(0.2), Budget(0.13), Budget(count=7)):  # one document's count, as the tensors give it
+        assert [budget.tokens_of(n) for n in range(40)] == [int(budget.tokens(torch.ones(1, n))[0]) for n in range(40)]
     free = list(length_batches(records, 64, rng=random.Random(3), tables=lambda length: 0))
     assert [[r.id for r in b] for b in free] == [[r.id for r in b] for b in length_batches(
         records, 64, rng=random.Random(3))]
