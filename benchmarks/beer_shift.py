@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import gzip
+import json
 from pathlib import Path
 
 import numpy as np
@@ -36,8 +37,6 @@ def heldout_ratings(root: Path, aspect: int) -> np.ndarray:
 
 def test_ratings(test: list) -> np.ndarray:
     """Every rating of the annotated reviews, read from the records' source file."""
-    import json
-
     path = Path(test[0].source.rsplit(":", 1)[0])
     with open(path) as lines:
         return np.array([json.loads(line)["y"] for line in lines])
