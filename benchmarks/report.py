@@ -454,8 +454,22 @@ def write_report() -> None:
                    *(pct(r[key]) if r[key] is not None else "not tested"
                      for key in ("selection_rate", "precision", "recall", "f1", "accuracy")),
                    pct(r["reference_accuracy"]) if r.get("reference_accuracy") is not None else "-"]))
+    out.append(timing_section(
+        prose, rows, "beer_shift",
+        ["aspect", "rating variance, heldout / test", "correlation with the other ratings, heldout / test",
+         "reference", "test MSE, whole reviews", "annotated reviews", "without their annotation", "training mean"],
+        lambda r: [r["aspect"], " / ".join(f"{r['labels'][s]['variance']:.4f}" for s in ("heldout", "test")),
+                   " / ".join(others(r["labels"][s]["correlation"], r["aspect"]) for s in ("heldout", "test")),
+                   r["setting"], *(f"{r['test_mse'][k]:.4f}" for k in ("full_text", "full_text_annotated",
+                                                                        "without_annotation", "training_mean"))]))
     # each section ends in a blank line; the file in one newline
     REPORT.write_text("".join(out).rstrip("\n") + "\n")
+
+
+def others(correlations: list[float], aspect: int) -> str:
+    """An aspect's correlations with the other ratings, as their range."""
+    rest = [c for i, c in enumerate(correlations) if i != aspect]
+    return f"{min(rest):.2f}-{max(rest):.2f}"
 
 
 def remedy(row: dict) -> str:
