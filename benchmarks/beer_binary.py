@@ -137,13 +137,15 @@ def decoded(name: str, rate: float) -> list[str]:
     return [part.format(rate=rate) for part in DECODINGS[name]]
 
 
-def chosen_decoding(run: Path, valid: Path, names: list[str], rate: float) -> tuple[str, dict]:
+def chosen_decoding(run: Path, valid: Path, names: list[str], rate: float, reuse: bool) -> tuple[str, dict]:
     """The decoding of ``names`` whose validation accuracy is highest (the first on a tie), and each
-    one's validation accuracy and selection rate."""
+    one's validation accuracy and selection rate; with ``reuse``, a decoding this run was evaluated
+    with before is read back (evaluate refuses to replace a file in a run directory)."""
     scores = {}
     for name in names:
         out = run / f"valid_metrics-{name}.json"
-        rationale("evaluate", str(run), str(valid), "--no-faithfulness", *decoded(name, rate), "--json", str(out))
+        if not (reuse and out.is_file()):
+            rationale("evaluate", str(run), str(valid), "--no-faithfulness", *decoded(name, rate), "--json", str(out))
         metrics = json.loads(out.read_text())
         scores[name] = {"accuracy": metrics["accuracy"], "selection_rate": metrics["selection_rate"]}
     best = max(names, key=lambda name: (scores[name]["accuracy"], -names.index(name)))
@@ -173,7 +175,8 @@ def main() -> None:
     parser.add_argument("--no-test", action="store_true",
                         help="train and record the validation figures only: a configuration not yet chosen")
     parser.add_argument("--evaluate-only", action="store_true",
-                        help="test the runs these options trained before (in --runs), without training")
+                        help="test the runs these options trained before (in --runs), without training; "
+                             "their validation figures are read back, and a run tested before is refused")
     parser.add_argument("train_args", nargs=argparse.REMAINDER, help="after --: extra options for `rationale train`")
     args = parser.parse_args()
     data = Path(args.data_dir)
@@ -204,11 +207,13 @@ def main() -> None:
             config = json.loads((run / "config.json").read_text())
             trained = json.loads((run / "metrics.json").read_text())
             decoding, by_decoding = ("own", None) if args.decodings == ["own"] else \
-                chosen_decoding(run, files["valid"], args.decodings, rate)
+                chosen_decoding(run, files["valid"], args.decodings, rate, args.evaluate_only)
+            metrics_file = run / f"test_metrics-{decoding}.json"
             if args.no_test:
                 eval_cmd, test = None, {}
+            elif args.evaluate_only and metrics_file.is_file():
+                raise SystemExit(f"{metrics_file}: this run was tested before; its row is in results.jsonl")
             else:
-                metrics_file = run / f"test_metrics-{decoding}.json"
                 eval_cmd, _ = rationale("evaluate", str(run), str(files["test"]), "--no-faithfulness",
                                         *decoded(decoding, rate), "--json", str(metrics_file))
                 test = json.loads(metrics_file.read_text())
