@@ -112,14 +112,15 @@ def load_pretrained(source: str | Path, words: Sequence[str], *, weights: bool =
     """The transformer in ``source`` (a folder or hub name) for the vocabulary ``words``:
     its pretrained weights, or (``weights=False``: a run's, whose weights are in its
     ``model.safetensors``) its configuration alone, without the pooling layer of BERT-like
-    models (unused: every parameter gets a gradient); one error line naming ``flag`` when it
-    cannot be read."""
+    models (unused: every parameter gets a gradient), in single precision whatever precision its
+    checkpoint is stored in (the toolkit trains in float32); one error line naming ``flag``
+    when it cannot be read."""
     AutoConfig, AutoModel, AutoTokenizer = auto_classes()
     source = str(source)
     check_source(source)
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
-        model = AutoModel.from_pretrained(source) if weights else AutoModel.from_config(
+        model = AutoModel.from_pretrained(source, dtype=torch.float32) if weights else AutoModel.from_config(
             AutoConfig.from_pretrained(source))
     except (OSError, ValueError, KeyError, TypeError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
