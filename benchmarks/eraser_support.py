@@ -26,8 +26,19 @@ import argparse
 import json
 from pathlib import Path
 
-from common import append_result, git_commit, invocation, movies_inputs, rationale, rationale_command, runs_folder
+from common import (
+    append_result,
+    device_name,
+    git_commit,
+    invocation,
+    movies_inputs,
+    rationale,
+    rationale_command,
+    runs_folder,
+)
 from report import write_report
+
+from rationale_cli.runtime.devices import resolve_device
 
 
 def main() -> None:
@@ -40,6 +51,8 @@ def main() -> None:
     parser.add_argument("--decodings", nargs="+", choices=("sentences", "tokens"), default=None,
                         help="the decodings to try (instead of the support's usual one, or both with --tokens)")
     parser.add_argument("--lrs", nargs="+", default=["0.001"], help="learning rates to try (each with each decoding)")
+    parser.add_argument("--freezes", nargs="+", default=None,
+                        help="with an hf predictor: how many of its lowest layers to keep fixed, each tried")
     parser.add_argument("--budgets", nargs="+", default=None,
                         help="with --support reference: budgets to try (each with each decoding and rate)")
     parser.add_argument("--seed", type=int, default=0)
@@ -61,6 +74,8 @@ def main() -> None:
         parser.error("--budgets or a --budget after --, not both")
     if "--lr" in extra:  # the runs' names and rows carry the rate of --lrs; a later --lr would win unseen
         parser.error("learning rates go in --lrs, not after --")
+    if args.freezes and "--freeze-layers" in extra:
+        parser.error("--freezes or a --freeze-layers after --, not both")
     if reference:
         given = dict(zip(extra, extra[1:]))
         support = {"extractor": "saliency", "encoder": "reference (TF-IDF linear)",
@@ -74,21 +89,27 @@ def main() -> None:
         decodings = {name: flags for name, flags in (usual, other) if name in args.decodings}
     for predictor in args.predictors:
         tried = {}
-        for decoding, lr, budget in ((d, lr, b) for d in decodings for lr in args.lrs for b in args.budgets or [None]):
-            out = runs / (f"{predictor}-{decoding}-lr{lr}" + ("" if budget is None else f"-b{budget}"))
-            flags = decodings[decoding] + ([] if budget is None else ["--budget", budget])
+        grid = ((d, lr, b, f) for d in decodings for lr in args.lrs for b in args.budgets or [None]
+                for f in args.freezes or [None])
+        for decoding, lr, budget, freeze in grid:
+            out = runs / (f"{predictor}-{decoding}-lr{lr}" + ("" if budget is None else f"-b{budget}")
+                          + ("" if freeze is None else f"-f{freeze}"))
+            flags = (decodings[decoding] + ([] if budget is None else ["--budget", budget])
+                     + ([] if freeze is None else ["--freeze-layers", freeze]))
             train = ("train", "--data", str(data), "--support", str(args.support), "--predictor-encoder", predictor,
                      *flags, "--lr", lr, "--seed", str(args.seed), "--out", str(out), "--force", *extra)
             if not (args.reuse and (out / "metrics.json").exists()):
                 rationale(*train)
             command = rationale_command(*train)
             metrics = json.loads((out / "metrics.json").read_text())
-            name = f"{decoding}, lr {lr}" + ("" if budget is None else f", budget {budget}")
-            tried[name] = {"decoding": decoding, "lr": float(lr), "budget": budget,
+            name = (f"{decoding}, lr {lr}" + ("" if budget is None else f", budget {budget}")
+                    + ("" if freeze is None else f", {freeze} layers fixed"))
+            tried[name] = {"decoding": decoding, "lr": float(lr), "budget": budget, "freeze_layers": freeze,
                            "validation_loss": metrics["valid"]["loss"],
                            "validation_accuracy": metrics["valid"]["accuracy"], "run": out, "command": command,
                            "train_seconds": round(metrics["train_seconds"], 1), "epochs": len(metrics["history"]),
-                           "setting": metrics["history"][0].get("predictor")}  # a fitted predictor's
+                           "setting": metrics["history"][0].get("predictor"),
+                           "device": json.loads((out / "config.json").read_text())["device"]}  # a fitted predictor's
         for name, row in tried.items():
             print(f"{predictor} predictor, {name}: validation loss {row['validation_loss']:.4f}, accuracy "
                   f"{row['validation_accuracy']:.3f}", flush=True)
@@ -112,6 +133,7 @@ def main() -> None:
             "decoding": chosen["decoding"],
             **({"window": support["window"]} if reference else {}),
             "lr": chosen["lr"],
+            **({"freeze_layers": int(chosen["freeze_layers"])} if chosen["freeze_layers"] is not None else {}),
             "chosen_on": "validation", "chosen_by": "accuracy, then loss" if by_accuracy else "loss",
             "validation_loss": {name: row["validation_loss"] for name, row in tried.items()},
             "validation_accuracy": {name: row["validation_accuracy"] for name, row in tried.items()},
@@ -122,7 +144,7 @@ def main() -> None:
             "token_f1_macro": eraser["token_prf"]["instance_macro"]["f1"],
             "iou_f1_micro": eraser["iou_scores"][0]["micro"]["f1"], "iou_f1_macro": eraser["iou_scores"][0]["macro"]["f1"],
             **({"predictor_setting": chosen["setting"]} if chosen["setting"] else {}),
-            "seed": args.seed, "epochs": chosen["epochs"], "command": chosen["command"],
+            "seed": args.seed, "device": device_name(resolve_device(chosen["device"])), "epochs": chosen["epochs"], "command": chosen["command"],
             "train_seconds": chosen["train_seconds"], "script": invocation(), "commit": git_commit(),
         }
         if not tested:  # a test read back was recorded when it ran

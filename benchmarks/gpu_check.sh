@@ -45,21 +45,7 @@ while read -r name args; do
     || echo "beer run $name failed: exit $?" >> "$out/logs/$name.log" &
 done < "$plan"
 
-for extractor in full attention hardkuma bernoulli simple topk corr-topk sparse-attention sparsemap topk-sparsemax; do
-  python -m rationale_cli train --data demo --out "$out/demo/$extractor" --force --device cuda \
-    --extractor "$extractor" --epochs 1 --batch-size 50 --embedding-dim 50 --hidden-size 64 > "$out/logs/demo-$extractor.log" 2>&1 \
-    && python -m rationale_cli evaluate "$out/demo/$extractor" demo --device cuda --json "$out/demo/$extractor.json" \
-      >> "$out/logs/demo-$extractor.log" 2>&1 && echo "demo $extractor on cuda: ok" || echo "demo $extractor on cuda: FAILED"
-done
-python benchmarks/resume_check.py --device cuda || echo "resume check on cuda: FAILED"
-python benchmarks/ddp_check.py --device cuda || echo "torchrun (NCCL) on cuda: FAILED"
-python - <<'PY' || echo "python API on cuda: FAILED"
-import rationale_cli as rationale
-model = rationale.train("demo", device="cuda", epochs=2, embedding_dim=16, hidden_size=16, batch_size=50)
-assert next(model.model.parameters()).is_cuda
-result = model.predict([{"tokens": "pours a hazy golden color with a white head".split()}])[0]
-print("python API on cuda: ok", result.prediction, result.spans, model.evaluate("demo")["precision"])
-PY
+bash benchmarks/cuda_demo.sh "$out/demo" "$out/logs"
 python -m rationale_cli report "$out/demo/hardkuma" "$out/demo/simple" --out "$out/report.html" --device cuda \
   > "$out/logs/report.log" 2>&1 && echo "report on cuda: ok" || echo "report on cuda: FAILED"
 if [ -n "${MINILM:-}" ] && python -c "import transformers" 2>/dev/null; then
