@@ -427,7 +427,8 @@ def write_report() -> None:
         prose, rows, "eraser_support",
         ["support", "predictor", "decoding (validation loss of each tried)", "accuracy", "reference", "difference",
          "selected %", "token F1 micro / macro", "IOU F1 micro / macro", "seed", "train s"],
-        lambda r: [f"{r['extractor']} {r['encoder']}, budget {r['budget']}", r["predictor_encoder"] + (f", lr {r['lr']:g}" if r.get("lr") else ""),
+        lambda r: [f"{r['extractor']} {r['encoder']}, budget {r['budget']}", r["predictor_encoder"] + (f", lr {r['lr']:g}" if r.get("lr") else "")
+                   + (f", on {r['device']}" if r.get("device", "cpu") != "cpu" else ""),
                    f"{r['decoding']} ({', '.join(f'{c}: {v:.3f}' for c, v in r['validation_loss'].items())})",
                    pct(r["accuracy"]), pct(r["reference_accuracy"]) if r["reference_accuracy"] is not None else "-",
                    f"{100 * (r['accuracy'] - r['reference_accuracy']):+.1f}" if r["reference_accuracy"] is not None
