@@ -108,8 +108,8 @@ def main() -> None:
                            "validation_loss": metrics["valid"]["loss"],
                            "validation_accuracy": metrics["valid"]["accuracy"], "run": out, "command": command,
                            "train_seconds": round(metrics["train_seconds"], 1), "epochs": len(metrics["history"]),
-                           "setting": metrics["history"][0].get("predictor"),
-                           "device": json.loads((out / "config.json").read_text())["device"]}  # a fitted predictor's
+                           "setting": metrics["history"][0].get("predictor"),  # a fitted predictor's
+                           "device": json.loads((out / "config.json").read_text())["device"]}
         for name, row in tried.items():
             print(f"{predictor} predictor, {name}: validation loss {row['validation_loss']:.4f}, accuracy "
                   f"{row['validation_accuracy']:.3f}", flush=True)
@@ -144,7 +144,8 @@ def main() -> None:
             "token_f1_macro": eraser["token_prf"]["instance_macro"]["f1"],
             "iou_f1_micro": eraser["iou_scores"][0]["micro"]["f1"], "iou_f1_macro": eraser["iou_scores"][0]["macro"]["f1"],
             **({"predictor_setting": chosen["setting"]} if chosen["setting"] else {}),
-            "seed": args.seed, "device": device_name(resolve_device(chosen["device"])), "epochs": chosen["epochs"], "command": chosen["command"],
+            "seed": args.seed, "device": device_name(resolve_device(chosen["device"])), "epochs": chosen["epochs"],
+            "command": chosen["command"],
             "train_seconds": chosen["train_seconds"], "script": invocation(), "commit": git_commit(),
         }
         if not tested:  # a test read back was recorded when it ran

@@ -51,6 +51,8 @@ while read -r name args; do
 done < "$plan"
 
 bash benchmarks/cuda_demo.sh "$out/demo" "$out/logs"
+python benchmarks/resume_check.py --device cuda || echo "resume check on cuda: FAILED"
+python benchmarks/ddp_check.py --device cuda || echo "torchrun (NCCL) on cuda: FAILED"
 python -m rationale_cli report "$out/demo/hardkuma" "$out/demo/simple" --out "$out/report.html" --device cuda \
   > "$out/logs/report.log" 2>&1 && echo "report on cuda: ok" || echo "report on cuda: FAILED"
 if [ -n "${MINILM:-}" ] && python -c "import transformers" 2>/dev/null; then
