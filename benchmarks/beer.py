@@ -32,7 +32,6 @@ regenerated from it.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import hashlib
 import json
 import sys
@@ -44,6 +43,7 @@ from common import (
     device_name,
     git_commit,
     invocation,
+    pooled_reviews,
     rationale,
     rationale_command,
     runs_folder,
@@ -69,22 +69,10 @@ def write_jsonl(records, path: Path) -> None:
 
 
 def pooled_split(beer: Path, aspect: int, folder: Path) -> tuple[Path, Path, int]:
-    """The aspect's own 9,000 / 1,000 split (the CLI's ``--valid-fraction 0.1``) with every
-    other heldout file's reviews added to training, labelled with this aspect's score;
-    reviews equal to a validation review or to one already taken are left out. Returns
-    the training and validation JSONL files and the number of training reviews."""
-    own = beer / f"reviews.aspect{aspect}.heldout.txt.gz"
-    train, valid = split_validation(read_records(own, "beer", aspect=aspect), 0.1)
-    seen = {" ".join(r.tokens) for r in valid}
-    pooled = []
-    others = sorted(p for p in beer.glob("reviews.aspect*.heldout.txt.gz") if p != own)
-    for source, records in [(own.name, train)] + [(p.name, read_records(p, "beer", aspect=aspect)) for p in others]:
-        for record in records:
-            text = " ".join(record.tokens)
-            if text not in seen:
-                seen.add(text)
-                pooled.append(dataclasses.replace(record, id=f"{source}:{record.id}"))
-    return write_split(pooled, valid, folder)
+    """The aspect's own 9,000 / 1,000 split with the other heldout files' reviews added to
+    training (:func:`common.pooled_reviews`). Returns the training and validation JSONL files
+    and the number of training reviews."""
+    return write_split(*pooled_reviews(beer, aspect), folder)
 
 
 def subset_split(beer: Path, aspect: int, size: int, folder: Path) -> tuple[Path, Path, int]:

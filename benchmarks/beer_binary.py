@@ -12,7 +12,10 @@ ones (the first ones of the shuffle; ``--no-balance`` keeps every training revie
 420 validation reviews for appearance. The test reviews are those of ``annotations.json`` whose
 rating for the aspect survives binarisation, every one scored, with its spans or without (969
 for appearance, 14 of them negative, 33 without spans). ``--train-size N`` trains on the first N
-of the balanced training reviews (a learning curve).
+of the balanced training reviews (a learning curve). ``--pooled`` adds every other heldout file's
+reviews to training, labelled with the aspect's rating (as ``beer.py --pooled`` does): 6,582
+balanced training reviews for appearance, whose negative reviews are the scarce class; with
+``--train-size N``, the first N/2 of each class.
 
 A configuration is chosen on the validation reviews (accuracy, the papers' choice of epoch and
 setting); the test reviews are read once per configuration. With ``--decodings`` each run's
@@ -39,6 +42,7 @@ from common import (
     device_name,
     git_commit,
     invocation,
+    pooled_reviews,
     rationale,
     rationale_command,
     runs_folder,
@@ -76,9 +80,10 @@ def binary(score: float) -> str | None:
     return None
 
 
-def binarised(records, balance: bool) -> list[dict]:
+def binarised(records, balance: bool, cap: int | None = None) -> list[dict]:
     """The records whose score has a class, as JSONL rows (``label``, and ``rationale`` where the
-    record has gold spans). ``balance``: as many rows of one class as of the other, the first ones."""
+    record has gold spans). ``balance``: as many rows of one class as of the other, the first ones
+    (``cap`` of each where given, else as many as the smaller class has)."""
     rows = []
     for record in records:
         label = binary(record.label)
@@ -88,7 +93,8 @@ def binarised(records, balance: bool) -> list[dict]:
                 row["rationale"] = [list(span) for span in record.rationale]
             rows.append(row)
     if balance:  # each class capped at the smaller one's size, the first rows of each kept
-        cap = min(sum(row["label"] == label for row in rows) for label in (POSITIVE, NEGATIVE))
+        cap = min([sum(row["label"] == label for row in rows) for label in (POSITIVE, NEGATIVE)]
+                  + ([cap] if cap is not None else []))
         seen = {POSITIVE: 0, NEGATIVE: 0}
         kept = []
         for row in rows:
@@ -107,11 +113,19 @@ def write_rows(rows: list[dict], path: Path) -> Path:
     return path
 
 
-def protocol_files(beer: Path, aspect: int, folder: Path, balance: bool, size: int | None) -> dict:
-    """The aspect's binary training, validation and test files in ``folder`` and their sizes."""
-    train, valid = split_validation(read_records(beer / f"reviews.aspect{aspect}.heldout.txt.gz", "beer",
-                                                 aspect=aspect), 0.1)
-    train_rows, valid_rows = binarised(train, balance), binarised(valid, True)
+def protocol_files(beer: Path, aspect: int, folder: Path, balance: bool, size: int | None,
+                   pooled: bool = False) -> dict:
+    """The aspect's binary training, validation and test files in ``folder`` and their sizes;
+    ``pooled``: the training side from every heldout file (:func:`common.pooled_reviews`), ``size``
+    then its first ``size / 2`` reviews of each class."""
+    if pooled:
+        train, valid = pooled_reviews(beer, aspect)
+        train_rows = binarised(train, balance, size // 2 if size and balance else None)
+    else:
+        train, valid = split_validation(read_records(beer / f"reviews.aspect{aspect}.heldout.txt.gz", "beer",
+                                                     aspect=aspect), 0.1)
+        train_rows = binarised(train, balance)
+    valid_rows = binarised(valid, True)
     if size is not None:
         if not 0 < size <= len(train_rows):
             raise SystemExit(f"--train-size {size}: expected 1 to {len(train_rows):,}")
@@ -164,6 +178,9 @@ def main() -> None:
     parser.add_argument("--no-balance", action="store_true",
                         help="train on every binarised training review (validation stays balanced)")
     parser.add_argument("--train-size", type=int, default=None, help="train on the first N training reviews")
+    parser.add_argument("--pooled", action="store_true",
+                        help="train on every heldout file's reviews (the aspect's rating), for a learning curve "
+                             "past the aspect's own 9,000 (with --train-size: the first N/2 of each class)")
     parser.add_argument("--embeddings", default=None, help="word vectors (default: the GloVe 6B 50-d subset)")
     parser.add_argument("--pretrained", type=Path, default=None, help="with --encoder hf: the transformer's folder")
     parser.add_argument("--runs", default=None, help="keep run directories here (default: a temporary folder)")
@@ -189,11 +206,12 @@ def main() -> None:
     balance = not args.no_balance
     for i, aspect in enumerate(args.aspects):
         rate = args.budget[i] if args.budget else PAPER_RATES[aspect]
-        files = protocol_files(data / "beer", aspect, runs / f"binary-a{aspect}{'' if balance else '-all'}"
-                               f"{f'-n{args.train_size}' if args.train_size else ''}", balance, args.train_size)
+        variant = (f"{'' if balance else '-all'}{'-pooled' if args.pooled else ''}"
+                   f"{f'-n{args.train_size}' if args.train_size else ''}")
+        files = protocol_files(data / "beer", aspect, runs / f"binary-a{aspect}{variant}", balance, args.train_size,
+                               args.pooled)
         for seed in args.seeds:
-            run = runs / (f"{args.extractor}-{args.encoder}-a{aspect}-r{rate:g}-s{seed}-{options}"
-                          f"{'' if balance else '-all'}{f'-n{args.train_size}' if args.train_size else ''}")
+            run = runs / f"{args.extractor}-{args.encoder}-a{aspect}-r{rate:g}-s{seed}-{options}{variant}"
             train_args = ("train", "--data", str(files["train"]), "--valid", str(files["valid"]), *words,
                           "--encoder", args.encoder, "--extractor", args.extractor, "--budget", str(rate),
                           "--seed", str(seed), "--out", str(run), "--force", *extra)
@@ -230,6 +248,7 @@ def main() -> None:
                 "decoding": decoding, "valid_by_decoding": by_decoding,
                 "epochs_run": len(trained["history"]), "train_seconds": round(seconds, 1),
                 "sizes": files["sizes"], "negatives": files["negatives"], "balanced": balance,
+                **({"pooled": True} if args.pooled else {}),
                 "vectors": args.pretrained.name if args.pretrained else vectors_name(Path(vectors)),
                 "device": device_name(resolve_device(config["device"])),
                 **({"search": args.search} if args.search else {}),

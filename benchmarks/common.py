@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import shlex
 import statistics
@@ -38,6 +39,27 @@ def word_inputs(parser: argparse.ArgumentParser, encoder: str | None, pretrained
     if encoder == "bow":
         return []
     return ["--pretrained", str(pretrained.resolve())] if pretrained else ["--embeddings", str(vectors)]
+
+
+def pooled_reviews(beer: Path, aspect: int) -> tuple[list, list]:
+    """The aspect's own 9,000 / 1,000 split of its heldout reviews (the CLI's ``--valid-fraction
+    0.1``) with every other heldout file's reviews added to training, labelled with this aspect's
+    score; reviews equal to a validation review or to one already taken are left out."""
+    from rationale_cli.data.readers import read_records
+    from rationale_cli.training.trainer import split_validation
+
+    own = beer / f"reviews.aspect{aspect}.heldout.txt.gz"
+    train, valid = split_validation(read_records(own, "beer", aspect=aspect), 0.1)
+    seen = {" ".join(r.tokens) for r in valid}
+    pooled = []
+    others = sorted(p for p in beer.glob("reviews.aspect*.heldout.txt.gz") if p != own)
+    for source, records in [(own.name, train)] + [(p.name, read_records(p, "beer", aspect=aspect)) for p in others]:
+        for record in records:
+            text = " ".join(record.tokens)
+            if text not in seen:
+                seen.add(text)
+                pooled.append(dataclasses.replace(record, id=f"{source}:{record.id}"))
+    return pooled, valid
 
 
 def runs_folder(given: str | None, prefix: str) -> Path:
