@@ -294,3 +294,24 @@ def test_the_binary_protocol_drops_middling_ratings_balances_training_and_keeps_
                                                                     ("positive", [[1, 3]])]
     unbalanced = script.protocol_files(beer, 0, tmp_path / "all", balance=False, size=None)
     assert unbalanced["sizes"]["train"] == 60 * 9 // 10 * 9 // 10 and unbalanced["sizes"]["valid"] == files["sizes"]["valid"]
+
+
+def test_the_pooled_binary_protocol_trains_on_every_heldout_file_and_takes_half_of_n_from_each_class(tmp_path):
+    beer = tmp_path / "beer"
+    beer.mkdir()
+    write_heldout(beer, 0, [([0.1 * (i % 10), 0.5, 0.5, 0.5, 0.5], f"review {i}") for i in range(60)])
+    write_heldout(beer, 1, [([0.9 if i % 3 else 0.1, 0.5, 0.5, 0.5, 0.5], f"other {i}") for i in range(30)])
+    (beer / "annotations.json").write_text(json.dumps({"x": ["a"], "y": [0.8] * 5, "0": [], "rid": 0}) + "\n")
+    script = load_script("beer_binary")
+    own = script.protocol_files(beer, 0, tmp_path / "own", balance=True, size=None)
+    pooled = script.protocol_files(beer, 0, tmp_path / "pooled", balance=True, size=None, pooled=True)
+    assert pooled["valid"].read_text() == own["valid"].read_text()
+    rows = [json.loads(line) for line in pooled["train"].read_text().splitlines()]
+    labels, texts = [r["label"] for r in rows], [" ".join(r["tokens"]) for r in rows]
+    assert labels.count("positive") == labels.count("negative") > own["negatives"]["train"]
+    assert any(text.startswith("other") for text in texts) and len(set(texts)) == len(texts)
+    valid_texts = {" ".join(json.loads(line)["tokens"]) for line in own["valid"].read_text().splitlines()}
+    assert not valid_texts & set(texts)
+    part = script.protocol_files(beer, 0, tmp_path / "part", balance=True, size=10, pooled=True)
+    labels = [json.loads(line)["label"] for line in part["train"].read_text().splitlines()]
+    assert labels.count("positive") == labels.count("negative") == 5
