@@ -18,8 +18,9 @@ DEMO_SIZES = ["--embedding-dim", "50", "--hidden-size", "64", "--batch-size", "2
 
 
 def train_on_demo(tmp_path, *options: str) -> dict:
-    """Train on the synthetic demo corpus with the demo's sizes and ``options``, evaluate on
-    its test split and return the test metrics."""
+    """Train on the synthetic demo corpus with the demo's sizes and ``options`` (no full-text
+    reference: these runs are about their rationales), evaluate on its test split and return the
+    test metrics."""
     import json
 
     from typer.testing import CliRunner
@@ -27,7 +28,8 @@ def train_on_demo(tmp_path, *options: str) -> dict:
     from rationale_cli.cli import app
 
     run = tmp_path / "run"
-    result = CliRunner().invoke(app, ["train", "--data", "demo", "--out", str(run), "--force", *DEMO_SIZES, *options])
+    result = CliRunner().invoke(app, ["train", "--data", "demo", "--out", str(run), "--force", "--no-reference", *DEMO_SIZES,
+                                 *options])
     assert result.exit_code == 0, result.output
     metrics = tmp_path / "test.json"
     result = CliRunner().invoke(app, ["evaluate", str(run), "demo", "--json", str(metrics), "--no-faithfulness"])

@@ -227,17 +227,15 @@ def test_two_trainings_into_one_run_directory(tmp_path):
         while not (out / "config.json").exists() and time.time() < deadline:
             time.sleep(0.05)
         assert first.poll() is None and (out / "config.json").exists()
-        second = subprocess.run(command + ["--epochs", "1", "--force"], cwd=ROOT, capture_output=True, text=True,
-                                timeout=120)
-        assert second.returncode == 2, second.stderr
-        assert f"another training is writing this run (process {first.pid} on" in second.stderr
-        assert len(second.stderr.strip().splitlines()) == 1
+        second = invoke(*command[3:], "--epochs", "1", "--force")  # this process: another than the first
+        assert second.exit_code == 2, second.output
+        assert f"another training is writing this run (process {first.pid} on" in second.output
+        assert len(second.output.strip().splitlines()) == 1
     finally:
         first.kill()
         first.wait()
-    third = subprocess.run(command + ["--epochs", "1", "--force"], cwd=ROOT, capture_output=True, text=True,
-                           timeout=120)
-    assert third.returncode == 0, third.stderr
+    third = invoke(*command[3:], "--epochs", "1", "--force")
+    assert third.exit_code == 0, third.output
     assert not (tmp_path / ".run.lock").exists()
     assert invoke("predict", out, EXAMPLES / "reviews.txt", "--out", tmp_path / "p.jsonl").exit_code == 0
 

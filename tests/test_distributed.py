@@ -55,20 +55,14 @@ def first_step(records, world: int = 1, rank: int = 0) -> dict:
     return {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
 
 
-def gradients_worker(rank: int, world: int, port: int, folder: str) -> None:
-    join(rank, world, port)
-    try:
-        records = sources.load("demo", "train")[: world * BATCH]
-        save_file(first_step(records, world, rank), f"{folder}/grads{rank}.safetensors")
-    finally:
-        dist.destroy_process_group()
-
-
-def training_worker(rank: int, world: int, port: int, folder: str) -> None:
+def two_process_worker(rank: int, world: int, port: int, folder: str) -> None:
+    """This process's share of a first step's gradients, then a whole training of LAGRANGIAN."""
     from rationale_cli.training.trainer import train_config
 
     join(rank, world, port)
     try:
+        records = sources.load("demo", "train")[: world * BATCH]
+        save_file(first_step(records, world, rank), f"{folder}/grads{rank}.safetensors")
         trained = train_config(from_values(LAGRANGIAN), Path(folder) / "run")
         state = {k: v.contiguous() for k, v in trained.model.state_dict().items()}
         save_file(state, f"{folder}/rank{rank}.safetensors")
@@ -80,8 +74,11 @@ def spawn(worker, folder: Path, world: int = 2) -> None:
     mp.spawn(worker, args=(world, free_port(), str(folder)), nprocs=world, join=True)
 
 
-def test_two_processes_average_to_the_gradient_of_the_combined_batch(tmp_path):
-    spawn(gradients_worker, tmp_path)
+def test_two_processes_average_the_gradient_of_the_combined_batch_stay_in_step_and_only_rank_zero_writes(tmp_path):
+    """One spawn of two gloo processes: each one's first-step gradient equals that of the two
+    shares together in one process; then they train one model, identical in both, and only
+    rank 0 writes the run."""
+    spawn(two_process_worker, tmp_path)
     torch.set_num_threads(1)
     whole = first_step(sources.load("demo", "train")[: 2 * BATCH])
     for rank in (0, 1):
@@ -89,11 +86,8 @@ def test_two_processes_average_to_the_gradient_of_the_combined_batch(tmp_path):
         assert grads.keys() == whole.keys()
         for name, value in whole.items():
             assert torch.allclose(grads[name], value, rtol=1e-5, atol=1e-7), name
-
-
-def test_processes_stay_in_step_and_only_rank_zero_writes(tmp_path):
-    spawn(training_worker, tmp_path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["rank0.safetensors", "rank1.safetensors", "run"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["grads0.safetensors", "grads1.safetensors",
+                                                          "rank0.safetensors", "rank1.safetensors", "run"]
     a, b = (load_file(str(tmp_path / f"rank{r}.safetensors")) for r in (0, 1))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     multipliers = [k for k in a if k.startswith("selector.lambda_l0") and k.endswith(".value")]
