@@ -30,7 +30,7 @@ def invoke(*args):
 def run_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("runs") / "tiny"
     result = invoke("train", "--data", "demo", "--out", out, "--extractor", "attention", "--encoder", "cnn",
-                    "--epochs", 1, "--embedding-dim", 16, "--hidden-size", 16)
+                    "--epochs", 1, "--embedding-dim", 16, "--hidden-size", 16, "--no-reference")
     assert result.exit_code == 0, result.output
     return out
 
