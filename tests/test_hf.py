@@ -114,7 +114,7 @@ def test_the_predictor_reads_the_selected_words_alone_renumbered(demo, tiny):
         assert not states[0, 0].any()
 
 
-def test_a_half_precision_checkpoint_trains_in_single_precision(tmp_path, demo, tiny):
+def test_a_half_precision_checkpoint_trains_and_reloads_in_single_precision(tmp_path, demo, tiny):
     from safetensors.torch import load_file, save_file
 
     half = tmp_path / "half"
@@ -125,6 +125,8 @@ def test_a_half_precision_checkpoint_trains_in_single_precision(tmp_path, demo, 
     (half / "config.json").write_text(json.dumps({**config, "dtype": "float16"}))  # as a half checkpoint says
     run = trained(demo, tmp_path / "run", encoder="hf", pretrained=str(half), extractor="bernoulli")
     assert {p.dtype for p in run.model.parameters()} == {torch.float32}
+    again = load_run(tmp_path / "run")  # its saved configuration still names float16
+    assert {p.dtype for p in again.model.parameters()} == {torch.float32}
 
 
 def test_bad_pretrained_folders_get_one_line_and_exit_2(tmp_path, tiny):

@@ -113,7 +113,7 @@ def load_pretrained(source: str | Path, words: Sequence[str], *, weights: bool =
     its pretrained weights, or (``weights=False``: a run's, whose weights are in its
     ``model.safetensors``) its configuration alone, without the pooling layer of BERT-like
     models (unused: every parameter gets a gradient), in single precision whatever precision its
-    checkpoint is stored in (the toolkit trains in float32); one error line naming ``flag``
+    checkpoint or configuration names (the toolkit trains in float32); one error line naming ``flag``
     when it cannot be read."""
     AutoConfig, AutoModel, AutoTokenizer = auto_classes()
     source = str(source)
@@ -121,7 +121,7 @@ def load_pretrained(source: str | Path, words: Sequence[str], *, weights: bool =
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
         model = AutoModel.from_pretrained(source, dtype=torch.float32) if weights else AutoModel.from_config(
-            AutoConfig.from_pretrained(source))
+            AutoConfig.from_pretrained(source), dtype=torch.float32)
     except (OSError, ValueError, KeyError, TypeError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise UserError(f"{flag} {source}: not a transformer with a tokenizer ({first})") from None
