@@ -219,22 +219,22 @@ def test_two_trainings_into_one_run_directory(tmp_path):
     first is killed (SIGKILL: nothing cleans up), its lock is gone with it and a new
     training goes ahead."""
     out = tmp_path / "run"
-    command = [sys.executable, "-m", "rationale_cli", "train", "--data", "demo", "--out", str(out), *TINY[:-2]]
-    first = subprocess.Popen(command + ["--epochs", "500"], cwd=ROOT, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
+    train = ["train", "--data", "demo", "--out", str(out), *TINY[:-2]]
+    first = subprocess.Popen([sys.executable, "-m", "rationale_cli", *train, "--epochs", "500"], cwd=ROOT,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.time() + 120
         while not (out / "config.json").exists() and time.time() < deadline:
             time.sleep(0.05)
         assert first.poll() is None and (out / "config.json").exists()
-        second = invoke(*command[3:], "--epochs", "1", "--force")  # this process: another than the first
+        second = invoke(*train, "--epochs", "1", "--force")  # this process: another than the first
         assert second.exit_code == 2, second.output
         assert f"another training is writing this run (process {first.pid} on" in second.output
         assert len(second.output.strip().splitlines()) == 1
     finally:
         first.kill()
         first.wait()
-    third = invoke(*command[3:], "--epochs", "1", "--force")
+    third = invoke(*train, "--epochs", "1", "--force")
     assert third.exit_code == 0, third.output
     assert not (tmp_path / ".run.lock").exists()
     assert invoke("predict", out, EXAMPLES / "reviews.txt", "--out", tmp_path / "p.jsonl").exit_code == 0
