@@ -80,29 +80,27 @@ def binary(score: float) -> str | None:
     return None
 
 
-def binarised(records, balance: bool, cap: int | None = None) -> list[dict]:
+def binarised(records, balance: bool, cap: int | None = None, score: bool = False) -> list[dict]:
     """The records whose score has a class, as JSONL rows (``label``, and ``rationale`` where the
     record has gold spans). ``balance``: as many rows of one class as of the other, the first ones
-    (``cap`` of each where given, else as many as the smaller class has)."""
-    rows = []
-    for record in records:
-        label = binary(record.label)
-        if label is not None:
-            row = {"id": record.id, "tokens": record.tokens, "label": label}
-            if record.rationale is not None:
-                row["rationale"] = [list(span) for span in record.rationale]
-            rows.append(row)
+    (``cap`` of each where given, else as many as the smaller class has). ``score``: each row's
+    label is its rating rather than its class (the same rows)."""
+    kept, seen = [], {POSITIVE: 0, NEGATIVE: 0}
+    classes = [(record, binary(record.label)) for record in records]
     if balance:  # each class capped at the smaller one's size, the first rows of each kept
-        cap = min([sum(row["label"] == label for row in rows) for label in (POSITIVE, NEGATIVE)]
+        cap = min([sum(label == c for _, label in classes) for c in (POSITIVE, NEGATIVE)]
                   + ([cap] if cap is not None else []))
-        seen = {POSITIVE: 0, NEGATIVE: 0}
-        kept = []
-        for row in rows:
-            seen[row["label"]] += 1
-            if seen[row["label"]] <= cap:
-                kept.append(row)
-        rows = kept
-    return rows
+    for record, label in classes:
+        if label is None:
+            continue
+        seen[label] += 1
+        if balance and seen[label] > cap:
+            continue
+        row = {"id": record.id, "tokens": record.tokens, "label": record.label if score else label}
+        if record.rationale is not None:
+            row["rationale"] = [list(span) for span in record.rationale]
+        kept.append(row)
+    return kept
 
 
 def write_rows(rows: list[dict], path: Path) -> Path:
@@ -113,31 +111,37 @@ def write_rows(rows: list[dict], path: Path) -> Path:
     return path
 
 
+def row_class(row: dict) -> str:
+    """A row's class, whether its label is the class or the rating."""
+    return row["label"] if isinstance(row["label"], str) else binary(row["label"])
+
+
 def protocol_files(beer: Path, aspect: int, folder: Path, balance: bool, size: int | None,
-                   pooled: bool = False) -> dict:
+                   pooled: bool = False, score: bool = False) -> dict:
     """The aspect's binary training, validation and test files in ``folder`` and their sizes;
     ``pooled``: the training side from every heldout file (:func:`common.pooled_reviews`), ``size``
-    then its first ``size / 2`` reviews of each class."""
+    then its first ``size / 2`` reviews of each class; ``score``: every file labelled with the
+    rating, the reviews of the binary protocol kept."""
     if pooled:
         train, valid = pooled_reviews(beer, aspect)
-        train_rows = binarised(train, balance, size // 2 if size and balance else None)
+        train_rows = binarised(train, balance, size // 2 if size and balance else None, score)
     else:
         train, valid = split_validation(read_records(beer / f"reviews.aspect{aspect}.heldout.txt.gz", "beer",
                                                      aspect=aspect), 0.1)
-        train_rows = binarised(train, balance)
-    valid_rows = binarised(valid, True)
+        train_rows = binarised(train, balance, score=score)
+    valid_rows = binarised(valid, True, score=score)
     if size is not None:
         if not 0 < size <= len(train_rows):
             raise SystemExit(f"--train-size {size}: expected 1 to {len(train_rows):,}")
         train_rows = train_rows[:size]
-    test_rows = binarised(read_records(beer / "annotations.json", "beer-annotations", aspect=aspect), False)
+    test_rows = binarised(read_records(beer / "annotations.json", "beer-annotations", aspect=aspect), False, score=score)
     return {
         "train": write_rows(train_rows, folder / "train.jsonl"),
         "valid": write_rows(valid_rows, folder / "valid.jsonl"),
         "test": write_rows(test_rows, folder / "test.jsonl"),
         "sizes": {name: len(rows) for name, rows in (("train", train_rows), ("valid", valid_rows),
                                                        ("test", test_rows))},
-        "negatives": {name: sum(r["label"] == NEGATIVE for r in rows)
+        "negatives": {name: sum(row_class(r) == NEGATIVE for r in rows)
                       for name, rows in (("train", train_rows), ("valid", valid_rows), ("test", test_rows))},
     }
 
@@ -203,13 +207,14 @@ def main() -> None:
     runs = runs_folder(args.runs, "beer-binary-")
     extra = [a for a in args.train_args if a != "--"]
     options = hashlib.sha1(" ".join(extra + [vectors]).encode()).hexdigest()[:8]
-    balance = not args.no_balance
+    balance, score = not args.no_balance, args.labels == "score"
+    metric = "mse" if score else "accuracy"
     for i, aspect in enumerate(args.aspects):
         rate = args.budget[i] if args.budget else PAPER_RATES[aspect]
-        variant = (f"{'' if balance else '-all'}{'-pooled' if args.pooled else ''}"
+        variant = (f"{'' if balance else '-all'}{'-pooled' if args.pooled else ''}{'-score' if score else ''}"
                    f"{f'-n{args.train_size}' if args.train_size else ''}")
         files = protocol_files(data / "beer", aspect, runs / f"binary-a{aspect}{variant}", balance, args.train_size,
-                               args.pooled)
+                               args.pooled, score)
         for seed in args.seeds:
             run = runs / f"{args.extractor}-{args.encoder}-a{aspect}-r{rate:g}-s{seed}-{options}{variant}"
             train_args = ("train", "--data", str(files["train"]), "--valid", str(files["valid"]), *words,
@@ -225,7 +230,7 @@ def main() -> None:
             config = json.loads((run / "config.json").read_text())
             trained = json.loads((run / "metrics.json").read_text())
             decoding, by_decoding = ("own", None) if args.decodings == ["own"] else \
-                chosen_decoding(run, files["valid"], args.decodings, rate, args.evaluate_only)
+                chosen_decoding(run, files["valid"], args.decodings, rate, args.evaluate_only, metric)
             metrics_file = run / f"test_metrics-{decoding}.json"
             if args.no_test:
                 eval_cmd, test = None, {}
@@ -242,9 +247,10 @@ def main() -> None:
                 "remedies": {key: config.get(key) for key in ("share_encoder", "generators", "guidance",
                                                                "predictor_lr")},
                 "selection_target": rate, "seed": seed, "chosen_on": "validation",
-                **{key: test.get(key) for key in ("selection_rate", "precision", "recall", "f1", "accuracy")},
-                "reference_accuracy": test.get("full_text_reference", {}).get("value"),
-                "valid_accuracy": trained["valid"]["accuracy"], "valid_rate": trained["valid"]["selection_rate"],
+                **{key: test.get(key) for key in ("selection_rate", "precision", "recall", "f1", metric)},
+                f"reference_{metric}": test.get("full_text_reference", {}).get("value"),
+                f"valid_{metric}": trained["valid"][metric], "valid_rate": trained["valid"]["selection_rate"],
+                **({"labels": "score"} if score else {}),
                 "decoding": decoding, "valid_by_decoding": by_decoding,
                 "epochs_run": len(trained["history"]), "train_seconds": round(seconds, 1),
                 "sizes": files["sizes"], "negatives": files["negatives"], "balanced": balance,

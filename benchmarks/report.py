@@ -448,13 +448,14 @@ def write_report() -> None:
                    f"{r['iou_f1_micro']:.3f} / {r['iou_f1_macro']:.3f}"]))
     out.append(timing_section(
         prose, rows, "beer_binary",
-        ["aspect", "extractor, encoder", "remedy", "train reviews", "seed", "valid acc %", "decoding",
-         "selected %", "P %", "R %", "F1 %", "acc %", "reference acc %"],
+        ["aspect", "extractor, encoder", "remedy", "train reviews", "seed", "valid acc % (or MSE)", "decoding",
+         "selected %", "P %", "R %", "F1 %", "acc % (or MSE)", "reference acc % (or MSE)"],
         lambda r: [r["aspect"], f"{r['extractor']}, {r['encoder']}", remedy(r), f"{r['sizes']['train']:,}"
-                   + ("" if r["balanced"] else " (all)"), r["seed"], pct(r["valid_accuracy"]), r.get("decoding", "own"),
+                   + ("" if r["balanced"] else " (all)") + (", their ratings" if r.get("labels") == "score" else ""),
+                   r["seed"], binary_task(r, "valid_"), r.get("decoding", "own"),
                    *(pct(r[key]) if r[key] is not None else "not tested"
-                     for key in ("selection_rate", "precision", "recall", "f1", "accuracy")),
-                   pct(r["reference_accuracy"]) if r.get("reference_accuracy") is not None else "-"]))
+                     for key in ("selection_rate", "precision", "recall", "f1")),
+                   binary_task(r), binary_task(r, "reference_")]))
     out.append(timing_section(
         prose, rows, "beer_shift",
         ["aspect", "rating variance, heldout / test", "correlation with the other ratings, heldout / test",
@@ -471,6 +472,15 @@ def others(correlations: list[float], aspect: int) -> str:
     """An aspect's correlations with the other ratings, as their range."""
     rest = [c for i, c in enumerate(correlations) if i != aspect]
     return f"{min(rest):.2f}-{max(rest):.2f}"
+
+
+def binary_task(row: dict, prefix: str = "") -> str:
+    """A beer_binary row's task figure: accuracy in points, or MSE for a run trained on the ratings."""
+    metric = "mse" if row.get("labels") == "score" else "accuracy"
+    value = row.get(prefix + metric)
+    if value is None:
+        return "not tested" if prefix == "" else "-"
+    return pct(value) if metric == "accuracy" else f"{value:.4f}"
 
 
 def remedy(row: dict) -> str:

@@ -294,6 +294,14 @@ def test_the_binary_protocol_drops_middling_ratings_balances_training_and_keeps_
                                                                     ("positive", [[1, 3]])]
     unbalanced = script.protocol_files(beer, 0, tmp_path / "all", balance=False, size=None)
     assert unbalanced["sizes"]["train"] == 60 * 9 // 10 * 9 // 10 and unbalanced["sizes"]["valid"] == files["sizes"]["valid"]
+    # --labels score: the same reviews, each labelled with its rating
+    rated = script.protocol_files(beer, 0, tmp_path / "score", balance=True, size=None, score=True)
+    assert rated["sizes"] == files["sizes"] and rated["negatives"] == files["negatives"]
+    for name in ("train", "valid", "test"):
+        scored = [json.loads(line) for line in rated[name].read_text().splitlines()]
+        assert [r["id"] for r in scored] == [r["id"] for r in rows[name]]
+        assert [script.binary(r["label"]) for r in scored] == [r["label"] for r in rows[name]]
+    assert [r["label"] for r in scored] == [0.8, 0.2, 0.6]
 
 
 def test_the_pooled_binary_protocol_trains_on_every_heldout_file_and_takes_half_of_n_from_each_class(tmp_path):
