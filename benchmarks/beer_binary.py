@@ -155,18 +155,21 @@ def decoded(name: str, rate: float) -> list[str]:
     return [part.format(rate=rate) for part in DECODINGS[name]]
 
 
-def chosen_decoding(run: Path, valid: Path, names: list[str], rate: float, reuse: bool) -> tuple[str, dict]:
-    """The decoding of ``names`` whose validation accuracy is highest (the first on a tie), and each
-    one's validation accuracy and selection rate; with ``reuse``, a decoding this run was evaluated
-    with before is read back (evaluate refuses to replace a file in a run directory)."""
+def chosen_decoding(run: Path, valid: Path, names: list[str], rate: float, reuse: bool,
+                    metric: str = "accuracy") -> tuple[str, dict]:
+    """The decoding of ``names`` whose validation ``metric`` is best (the highest accuracy or the
+    lowest MSE; the first on a tie), and each one's validation metric and selection rate; with
+    ``reuse``, a decoding this run was evaluated with before is read back (evaluate refuses to
+    replace a file in a run directory)."""
     scores = {}
     for name in names:
         out = run / f"valid_metrics-{name}.json"
         if not (reuse and out.is_file()):
             rationale("evaluate", str(run), str(valid), "--no-faithfulness", *decoded(name, rate), "--json", str(out))
         metrics = json.loads(out.read_text())
-        scores[name] = {"accuracy": metrics["accuracy"], "selection_rate": metrics["selection_rate"]}
-    best = max(names, key=lambda name: (scores[name]["accuracy"], -names.index(name)))
+        scores[name] = {metric: metrics[metric], "selection_rate": metrics["selection_rate"]}
+    sign = 1 if metric == "accuracy" else -1
+    best = max(names, key=lambda name: (sign * scores[name][metric], -names.index(name)))
     return best, scores
 
 
@@ -185,6 +188,9 @@ def main() -> None:
     parser.add_argument("--pooled", action="store_true",
                         help="train on every heldout file's reviews (the aspect's rating), for a learning curve "
                              "past the aspect's own 9,000 (with --train-size: the first N/2 of each class)")
+    parser.add_argument("--labels", choices=("class", "score"), default="class",
+                        help="train on the binary class (the protocol) or on the same reviews' ratings, by "
+                             "regression (a diagnostic of what the label costs the rationale; chosen on MSE)")
     parser.add_argument("--embeddings", default=None, help="word vectors (default: the GloVe 6B 50-d subset)")
     parser.add_argument("--pretrained", type=Path, default=None, help="with --encoder hf: the transformer's folder")
     parser.add_argument("--runs", default=None, help="keep run directories here (default: a temporary folder)")
