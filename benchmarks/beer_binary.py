@@ -84,7 +84,7 @@ def binarised(records, balance: bool, cap: int | None = None, score: bool = Fals
     """The records whose score has a class, as JSONL rows (``label``, and ``rationale`` where the
     record has gold spans). ``balance``: as many rows of one class as of the other, the first ones
     (``cap`` of each where given, else as many as the smaller class has). ``score``: each row's
-    label is its rating rather than its class (the same rows)."""
+    ``score`` is its rating in place of its class ``label`` (the same rows)."""
     kept, seen = [], {POSITIVE: 0, NEGATIVE: 0}
     classes = [(record, binary(record.label)) for record in records]
     if balance:  # each class capped at the smaller one's size, the first rows of each kept
@@ -96,7 +96,7 @@ def binarised(records, balance: bool, cap: int | None = None, score: bool = Fals
         seen[label] += 1
         if balance and seen[label] > cap:
             continue
-        row = {"id": record.id, "tokens": record.tokens, "label": record.label if score else label}
+        row = {"id": record.id, "tokens": record.tokens, **({"score": record.label} if score else {"label": label})}
         if record.rationale is not None:
             row["rationale"] = [list(span) for span in record.rationale]
         kept.append(row)
@@ -112,8 +112,8 @@ def write_rows(rows: list[dict], path: Path) -> Path:
 
 
 def row_class(row: dict) -> str:
-    """A row's class, whether its label is the class or the rating."""
-    return row["label"] if isinstance(row["label"], str) else binary(row["label"])
+    """A row's class: its label, or its rating's class."""
+    return row["label"] if "label" in row else binary(row["score"])
 
 
 def protocol_files(beer: Path, aspect: int, folder: Path, balance: bool, size: int | None,

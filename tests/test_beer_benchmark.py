@@ -300,8 +300,8 @@ def test_the_binary_protocol_drops_middling_ratings_balances_training_and_keeps_
     for name in ("train", "valid", "test"):
         scored = [json.loads(line) for line in rated[name].read_text().splitlines()]
         assert [r["id"] for r in scored] == [r["id"] for r in rows[name]]
-        assert [script.binary(r["label"]) for r in scored] == [r["label"] for r in rows[name]]
-    assert [r["label"] for r in scored] == [0.8, 0.2, 0.6]
+        assert [script.binary(r["score"]) for r in scored] == [r["label"] for r in rows[name]]
+    assert [r["score"] for r in scored] == [0.8, 0.2, 0.6]
 
 
 def test_the_pooled_binary_protocol_trains_on_every_heldout_file_and_takes_half_of_n_from_each_class(tmp_path):
