@@ -15,7 +15,9 @@ for appearance, 14 of them negative, 33 without spans). ``--train-size N`` train
 of the balanced training reviews (a learning curve). ``--pooled`` adds every other heldout file's
 reviews to training, labelled with the aspect's rating (as ``beer.py --pooled`` does): 6,582
 balanced training reviews for appearance, whose negative reviews are the scarce class; with
-``--train-size N``, the first N/2 of each class.
+``--train-size N``, the first N/2 of each class. ``--labels score`` labels the same reviews with
+their ratings and trains by regression, the epoch and the decoding chosen on validation MSE: a
+diagnostic of what the binary label costs the rationale, outside the papers' protocol.
 
 A configuration is chosen on the validation reviews (accuracy, the papers' choice of epoch and
 setting); the test reviews are read once per configuration. With ``--decodings`` each run's
