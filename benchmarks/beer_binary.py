@@ -136,7 +136,8 @@ def protocol_files(beer: Path, aspect: int, folder: Path, balance: bool, size: i
         if not 0 < size <= len(train_rows):
             raise SystemExit(f"--train-size {size}: expected 1 to {len(train_rows):,}")
         train_rows = train_rows[:size]
-    test_rows = binarised(read_records(beer / "annotations.json", "beer-annotations", aspect=aspect), False, score=score)
+    test_rows = binarised(read_records(beer / "annotations.json", "beer-annotations", aspect=aspect), False,
+                          score=score)
     return {
         "train": write_rows(train_rows, folder / "train.jsonl"),
         "valid": write_rows(valid_rows, folder / "valid.jsonl"),
