@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import json
 import shlex
+import signal
 import statistics
 import subprocess
 import sys
@@ -97,8 +98,28 @@ def rationale_command(*args: str) -> str:
 def rationale(*args: str) -> tuple[str, float]:
     """Run ``rationale ARGS`` (this checkout's), stream its output, return the command and seconds."""
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "rationale_cli", *args], cwd=ROOT, check=True)
+    run_child([sys.executable, "-m", "rationale_cli", *args])
     return rationale_command(*args), time.perf_counter() - started
+
+
+def run_child(argv: list[str]) -> None:
+    """Run ``argv`` from the checkout's root and wait for it (CalledProcessError if it fails). A
+    SIGTERM to this script, or any error while it waits, stops the child too: a benchmark killed
+    with ``kill PID`` leaves no training running into its run folder."""
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    child = subprocess.Popen(argv, cwd=ROOT)
+    try:
+        code = child.wait()
+    finally:
+        if child.poll() is None:
+            child.terminate()
+            child.wait()
+        signal.signal(signal.SIGTERM, previous)
+    if code:
+        raise subprocess.CalledProcessError(code, argv)
 
 
 # a ``rationale`` command in-process, then its peak resident memory (or its largest worker's) as
