@@ -200,9 +200,11 @@ def main() -> None:
         cls = eraser["classification_scores"]
         append_result({
             "benchmark": "eraser", "dataset": "movies", "extractor": extractor, "encoder": args.encoder,
+            "predictor_encoder": json.loads((run / "config.json").read_text()).get("predictor_encoder") or args.encoder,
             "vectors": (args.pretrained.name if args.pretrained else vectors_name(vectors)) if words else None,
             "budget": args.budget if budget else None, "epochs": args.epochs, "seed": args.seed,
             "accuracy": cls["accuracy"], "majority_accuracy": evaluated["majority_accuracy"],
+            "reference_accuracy": evaluated.get("full_text_reference", {}).get("value"),
             "valid_accuracy": json.loads((run / "metrics.json").read_text())["valid"].get("accuracy"),
             "selection_rate": evaluated["selection_rate"], "gold_share": evaluated["gold_share"],
             "precision": evaluated["precision"], "recall": evaluated["recall"],

@@ -524,12 +524,22 @@ def eraser_section(prose: dict[str, Template], rows: list[dict]) -> str:
         chosen = r.get("validation") or {}
         tried = ", ".join(chosen.get("validation_loss", {}))
         return (r.get("decoding") or "own") + (f" (cost chosen on validation among {tried})" if tried else "")
+    def encoders(r):
+        """The encoder, and the predictor's where it differs."""
+        predictor = r.get("predictor_encoder")
+        return r["encoder"] + (f" (predictor {predictor})" if predictor not in (None, r["encoder"]) else "")
+
+    def accuracy(r):
+        """Accuracy, then the majority class's and the full-text reference's where the row has it."""
+        reference = r.get("reference_accuracy")
+        return (f"{pct(r['accuracy'])} ({pct(r['majority_accuracy'])}"
+                + (f"; reference {pct(reference)})" if reference is not None else ")"))
     lines = []
     for r in chosen:
         lines.append(
-            f"| {r['extractor']} | {r['encoder']}, {r.get('vectors', 'glove 50d')} | {r['budget'] or '-'} "
+            f"| {r['extractor']} | {encoders(r)}, {r.get('vectors', 'glove 50d')} | {r['budget'] or '-'} "
             f"| {r['epochs']} | {decoded(r)} "
-            f"| {pct(r['accuracy'])} ({pct(r['majority_accuracy'])}) | {pct(r['selection_rate'])} "
+            f"| {accuracy(r)} | {pct(r['selection_rate'])} "
             f"| {num(r.get('spans'), 1)} | {pct(r['gold_share'])} | {pct(r['precision'])} "
             f"| {num(r['token_f1_micro'])} / {num(r['token_f1_macro'])} "
             f"| {num(r['iou_f1_micro'])} / {num(r['iou_f1_macro'])} | {num(r['span_f1'])} "
