@@ -23,11 +23,7 @@
 #   full-a0  --extractor full --aspects 0 --pooled --epochs 15 -- --batch-size 64 --lr 0.001 --device cuda --time-limit 6
 set -uo pipefail
 cd "$(dirname "$0")/.."
-# models/ installs as rationale_cli.models; a checkout run without installing sees it through a link
-# made for the run and removed after it
-if [ ! -e rationale_cli/models ]; then
-  ln -s ../models rationale_cli/models && trap 'rm -f rationale_cli/models' EXIT
-fi
+source benchmarks/checkout_link.sh
 export PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
 out=${OUT:-/tmp/gpu-check}
 data=${DATA:-../shared/data}

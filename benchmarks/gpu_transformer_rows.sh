@@ -18,11 +18,7 @@
 # tiny transformer try the script without a GPU (SEEDS="0": one seed).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-# models/ installs as rationale_cli.models; a checkout run without installing sees it through a link
-# made for the run and removed after it
-if [ ! -e rationale_cli/models ]; then
-  ln -s ../models rationale_cli/models && trap 'rm -f rationale_cli/models' EXIT
-fi
+source benchmarks/checkout_link.sh
 export PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 OMP_NUM_THREADS=2
 out=${OUT:-/tmp/rows} data=${DATA:-../shared/data} device=${DEVICE:-cuda} minutes=${MINUTES:-2.5}
 seconds=${SECONDS_EACH:-500} freezes=${FREEZES:-0 4}
