@@ -81,6 +81,9 @@ def test_a_selection_rate_off_its_target_is_warned(rate, target, warned):
     if warned:
         assert f"selects {100 * rate:.1f}% of the validation tokens" in found[0]
         assert f"target of {100 * target:.1f}%" in found[0] and "--keep best-loss-at-rate" in found[0]
+        # under the target the multiplier is too weak; over it, too weak or swinging: the advice says which
+        assert ("more --epochs or a larger --lagrange-lr" in found[0]) == (rate < target)
+        assert ("swings across the target, a smaller one" in found[0]) == (rate > target)
 
 
 @pytest.mark.slow

@@ -101,9 +101,15 @@ def rate_warning(config: TrainConfig, valid: dict, target: float | None) -> str 
     if target is None or rate is None or not off_target(rate, target):
         return None
     keep = ", or --keep best-loss-at-rate to keep an epoch near it" if config.keep == "best-loss" else ""
+    step = getattr(config.options, "lagrange_lr", None)
+    if rate < target or step is None:
+        advice = "try more --epochs or a larger --lagrange-lr"
+    else:  # over: a multiplier too weak for the task's pull, or one that swung past the target
+        advice = (f"if the epoch lines' train selected drifts up, try a larger --lagrange-lr (this run: "
+                  f"{step:g}); if it swings across the target, a smaller one")
     return (f"the kept model selects {100 * rate:.1f}% of the validation tokens against a --budget target of "
             f"{100 * target:.1f}% (more than {100 * RATE_SLACK:g} points or a factor {RATE_FACTOR:g} off): "
-            f"try more --epochs or a larger --lagrange-lr{keep}")
+            f"{advice}{keep}")
 
 
 def ending_warnings(config: TrainConfig, valid: dict, level: Chance, target: float | None) -> list[str]:
