@@ -524,6 +524,7 @@ def eraser_section(prose: dict[str, Template], rows: list[dict]) -> str:
         chosen = r.get("validation") or {}
         tried = ", ".join(chosen.get("validation_loss", {}))
         return (r.get("decoding") or "own") + (f" (cost chosen on validation among {tried})" if tried else "")
+
     def encoders(r):
         """The encoder, and the predictor's where it differs."""
         predictor = r.get("predictor_encoder")

@@ -7,6 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 # a benchmark script whose child (standing in for `rationale train`) writes its pid, then sleeps
@@ -46,9 +48,6 @@ def test_a_failing_child_fails_the_benchmark():
         import common
     finally:
         sys.path.remove(str(BENCHMARKS))
-    try:
+    with pytest.raises(subprocess.CalledProcessError) as failed:
         common.run_child([sys.executable, "-c", "raise SystemExit(3)"])
-    except subprocess.CalledProcessError as failed:
-        assert failed.returncode == 3
-    else:
-        raise AssertionError("a child exiting 3 passed")
+    assert failed.value.returncode == 3
