@@ -25,7 +25,7 @@ a cost chosen on its own gold rationale.
 
     python benchmarks/beer.py --extractor full --aspects 0 1 2 --seeds 0
 
-Each run appends one JSON line to benchmarks/results.jsonl; RESULTS.md is then
+Each run appends one JSON line to benchmarks/results/beer.jsonl; RESULTS.md is then
 regenerated from it.
 """
 

@@ -25,7 +25,7 @@ validation reviews are decoded each way given (``own``: the extractor's; ``rate`
 at the rate, ``evaluate --rate``; ``sentences``: in whole sentences, ``evaluate --sentences``;
 ``rate-sentences``: both) and the test reviews the way of best validation accuracy (the first
 given on a tie). Each run appends one row to
-benchmarks/results.jsonl with ``protocol: binary``.
+benchmarks/results/ with ``protocol: binary``.
 
     python benchmarks/beer_binary.py --extractor hardkuma --aspects 0 --seeds 0 1 2 \\
         --embeddings /tmp/beer-w2v-200d.txt.gz --runs /tmp/binary -- --dependent --epochs 20
@@ -244,7 +244,7 @@ def main() -> None:
             if args.no_test:
                 eval_cmd, test = None, {}
             elif args.evaluate_only and metrics_file.is_file():
-                raise SystemExit(f"{metrics_file}: this run was tested before; its row is in results.jsonl")
+                raise SystemExit(f"{metrics_file}: this run was tested before; its row is in benchmarks/results/")
             else:
                 eval_cmd, _ = rationale("evaluate", str(run), str(files["test"]), "--no-faithfulness",
                                         *decoded(decoding, rate), "--json", str(metrics_file))

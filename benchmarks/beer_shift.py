@@ -8,7 +8,7 @@ on both, then the full-text reference (:mod:`rationale_cli.runs.reference`, fitt
 as ``train`` fits it) scored on the test reviews three ways: the whole review, the review with
 the aspect's annotated sentences removed (the reviews that have some), and the training mean
 as a constant. A predictor that reads only the aspect's rationale cannot use what the second
-line measures. One row per aspect (``benchmark: beer_shift``) in results.jsonl.
+line measures. One row per aspect (``benchmark: beer_shift``) in benchmarks/results/.
 
     python benchmarks/beer_shift.py --data-dir ../shared/data --aspects 0 1 2
 """

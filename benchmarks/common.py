@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import torch
+from report import RESULTS  # one JSONL file per benchmark, named for it
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "results.jsonl"
 GLOVE = Path("glove_6B_50d_subset") / "glove.6B.50d.subset.txt.gz"  # under the data folder
 
 
@@ -78,7 +78,7 @@ def git_commit() -> str:
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
         # the results files themselves change as a benchmark records its rows
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
-                                ":!benchmarks/results.jsonl", ":!benchmarks/RESULTS.md"], cwd=ROOT,
+                                ":!benchmarks/results", ":!benchmarks/RESULTS.md"], cwd=ROOT,
                                capture_output=True, text=True).stdout.strip()
         return out.stdout.strip() + ("+dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
@@ -162,8 +162,9 @@ def commit_tree(commit: str | None, folder: Path) -> Iterator[Path | None]:
 
 
 def append_result(row: dict) -> None:
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    with open(RESULTS, "a", encoding="utf-8") as handle:
+    """Append ``row`` to its benchmark's file, benchmarks/results/<benchmark>.jsonl."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    with open(RESULTS / f"{row['benchmark']}.jsonl", "a", encoding="utf-8") as handle:
         handle.write(json.dumps(row) + "\n")
 
 

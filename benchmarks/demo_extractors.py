@@ -5,7 +5,7 @@ Trains each registered extractor with the demo's settings (examples/demo.toml: e
 all (so that differences come from the extractors), ``--budget 0.2`` where the extractor
 takes a budget (a target, a cap, an exact share or a test-time size: see the README's
 extractor table), evaluates on the demo's test split and appends one row per extractor
-to results.jsonl (``benchmark: demo_budget``); RESULTS.md is then regenerated.
+to benchmarks/results/ (``benchmark: demo_budget``); RESULTS.md is then regenerated.
 
     python benchmarks/demo_extractors.py [--extractors hardkuma simple] [--epochs 12] [--seed 0] [-- TRAIN OPTIONS]
     python benchmarks/demo_extractors.py --defaults [--extractors ...] [--seed 0]

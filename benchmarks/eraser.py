@@ -11,7 +11,7 @@ scores) as well, and the largest difference from ``rationale score`` is recorded
     python benchmarks/eraser.py --data-dir ../shared/data --extractors attention hardkuma \\
         --official /path/to/eraserbenchmark -- --batch-size 32 --lr 0.001
 
-Each extractor appends one line to benchmarks/results.jsonl (``benchmark: eraser``);
+Each extractor appends one line to benchmarks/results/eraser.jsonl;
 RESULTS.md is then regenerated.
 
 Test-time decoding chosen on validation: ``--decode-rate R`` holds each document's rationale at

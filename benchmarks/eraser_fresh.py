@@ -11,7 +11,7 @@ closed) and validated on the val split's. The decoding of lowest validation loss
 model is chosen (gold rationales play no part); only then is the test split decoded that way,
 the new model tested once on its rationales, and the run's test rationales scored with ERASER's
 metrics (``rationale evaluate``).
-One row per support run (``benchmark: eraser_fresh``) in results.jsonl; RESULTS.md is
+One row per support run (``benchmark: eraser_fresh``) in benchmarks/results/; RESULTS.md is
 regenerated.
 
     python benchmarks/eraser_fresh.py --support RUN --rate 0.2 --costs 0 0.3 1 2 --sentences -- --epochs 20

@@ -9,7 +9,7 @@ for the ``linear`` predictor, fitted in one pass, the highest validation accurac
 regularisation is chosen on accuracy, so its losses at different strengths are not comparable). Only then is the
 chosen run evaluated once on the test split: its accuracy (from the rationale alone), ERASER's
 token and IOU F1 of its rationales, and the run's full-text reference on the same documents.
-One row per predictor (``benchmark: eraser_support``) in results.jsonl; RESULTS.md is
+One row per predictor (``benchmark: eraser_support``) in benchmarks/results/; RESULTS.md is
 regenerated. ``--support reference``: each run's own full-text reference selects (the
 ``saliency`` extractor; its best tokens, or with ``--tokens`` also whole sentences; its budget and
 window among the options after ``--``, or the budget chosen on validation among ``--budgets``).

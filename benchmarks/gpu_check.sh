@@ -83,7 +83,7 @@ if [ -n "${MINILM:-}" ] && python -c "import transformers" 2>/dev/null; then
   done
 fi
 wait
-cp benchmarks/results.jsonl "$out/results.jsonl"
+cp -r benchmarks/results "$out/"
 grep -h "failed" "$out"/logs/*.log
 tar czf "$out/logs.tgz" -C "$out" logs demo $(cd "$out" && ls -d runs/*/*.json 2>/dev/null)
 rm -rf "$out/runs" "$out/demo" "$out/logs" "$out/hf"

@@ -10,7 +10,7 @@
 #      chosen on validation with the RCNN) with MiniLM on both sides in place of the RCNN,
 #      seeds 0-2, the decoding chosen on validation, tested once each (beer_binary.py);
 #   3. the CUDA path on the demo (cuda_demo.sh), when DEVICE is cuda.
-# Rows go to benchmarks/results.jsonl, copied to OUT with the logs. Runs from a checkout without
+# Rows go to benchmarks/results/, copied to OUT with the logs. Runs from a checkout without
 # installing (PYTHONPATH=.); needs torch, transformers, scikit-learn, typer, rich, safetensors.
 #   DATA=../shared/data MINILM=all-MiniLM-L6-v2 OUT=/tmp/rows bash benchmarks/gpu_transformer_rows.sh
 # MINUTES bounds each training run (default 2.5 for movies, twice that for beer) and
@@ -39,7 +39,7 @@ for seed in ${SEEDS:-0 1 2}; do
 done
 [ "$device" = cuda ] && timeout "$seconds" bash benchmarks/cuda_demo.sh "$out/demo" "$out/logs"
 wait
-cp benchmarks/results.jsonl "$out/results.jsonl"
+cp -r benchmarks/results "$out/"
 grep -h -A3 "Error\|error:" "$out"/logs/*.log | head -40
 tar czf "$out/logs.tgz" -C "$out" logs $(cd "$out" && ls runs/*/*/*.json runs/*/*/*/*.json demo/*.json 2>/dev/null)
 rm -rf "$out/runs" "$out/demo" "$out/logs"

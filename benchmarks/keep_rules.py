@@ -11,7 +11,7 @@ the test documents, and looks up the epoch each rule keeps, as ``fit`` chooses i
     python benchmarks/keep_rules.py RUN annotations.json --aspect 0 --tolerances 0.02 0.01 0.005 --rate-over corpus
 
 Prints each epoch's validation loss and rate beside its test precision and rate, then
-the rules' choices; appends one row per run to benchmarks/results.jsonl and
+the rules' choices; appends one row per run to benchmarks/results/ and
 regenerates RESULTS.md.
 """
 

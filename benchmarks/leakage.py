@@ -3,7 +3,7 @@
 
 For each run: ``rationale evaluate RUN DATA --leakage-probe`` (the probe trained on the run's
 masks of its own training documents, scored on DATA's), one row per run (``benchmark:
-leakage``) in results.jsonl with the run's extractor, selector and predictor encoders and the
+leakage``) in benchmarks/results/ with the run's extractor, selector and predictor encoders and the
 probe's score beside chance; RESULTS.md is regenerated.
 
     python benchmarks/leakage.py --run RUN DATA [--aspect 0] [--split test] --run RUN2 DATA2

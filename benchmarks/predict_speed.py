@@ -15,7 +15,7 @@ each in its own process: ``baseline``, the ``predict`` command of the commit
 documents), ``predict``, the command as it is with ``--threads``, and ``workers``, the
 command with ``--workers`` processes of one thread each (only up to ``--workers-up-to``
 documents). Reports documents per second and peak resident memory (of the largest
-process); appends one row each to results.jsonl. ``--train-on demo`` trains the models on the
+process); appends one row each to benchmarks/results/. ``--train-on demo`` trains the models on the
 demo's synthetic corpus instead (``--data demo --config examples/demo.toml``, its epochs, at
 these sizes), as a new user would: they leave many beer words unknown and many tokens in
 HardKuma's continuous regime. ``--text`` gives ``predict`` the reviews as raw text lines, so

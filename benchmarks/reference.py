@@ -4,7 +4,7 @@ and regularisation chosen on the validation split, then scored once on the test 
 
 Movies: the train, val and test splits. Beer: the 9,000 / 1,000 split of the aspect's heldout
 reviews that ``beer.py`` trains and validates on (a fixed shuffle), and the 994 annotated test
-reviews. One row per dataset and weighting (``benchmark: reference``) in results.jsonl.
+reviews. One row per dataset and weighting (``benchmark: reference``) in benchmarks/results/.
 
     python benchmarks/reference.py --data-dir ../shared/data --datasets movies beer0
 """

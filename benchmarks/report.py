@@ -1,4 +1,4 @@
-"""Regenerate benchmarks/RESULTS.md from benchmarks/results.jsonl, beside the published figures.
+"""Regenerate benchmarks/RESULTS.md from benchmarks/results/*.jsonl, beside the published figures.
 The prose around the tables is benchmarks/RESULTS.template.md.
 
     python benchmarks/report.py
@@ -18,7 +18,7 @@ from string import Template
 from rationale_cli.data.readers.beer import ASPECTS as BEER_ASPECTS
 
 HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results.jsonl"
+RESULTS = HERE / "results"  # one JSONL file per benchmark
 REPORT = HERE / "RESULTS.md"
 TEMPLATE = HERE / "RESULTS.template.md"  # the prose, in sections
 
@@ -115,9 +115,9 @@ def shown_target(runs: list[dict]) -> str:
 
 
 def load() -> list[dict]:
-    if not RESULTS.exists():
-        return []
-    return [json.loads(line) for line in RESULTS.read_text().splitlines() if line.strip()]
+    """Every benchmark's rows, file by file (each in the order its runs appended them)."""
+    return [json.loads(line) for path in sorted(RESULTS.glob("*.jsonl"))
+            for line in path.read_text().splitlines() if line.strip()]
 
 
 def options(text: str, leave_out: set[str]) -> list[str]:

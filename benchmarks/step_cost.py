@@ -17,7 +17,7 @@ each ``--max-support`` cap, against a full-text model of the same sizes on that 
 
 A step is the trainer's own ``training_step``: forward, loss, backward, clipping
 and the Adam update. Prints the median milliseconds and the ratio to ``full``,
-appends them to benchmarks/results.jsonl and regenerates RESULTS.md.
+appends them to benchmarks/results/ and regenerates RESULTS.md.
 """
 
 from __future__ import annotations

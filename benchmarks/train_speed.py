@@ -13,7 +13,7 @@ the aspect-0 file (10% of them for validation; default all 10,000, as the protoc
 with random 200-d embeddings, trained as ``train`` trains them without vectors, unless
 ``--embeddings`` names vectors, which stay fixed as in the beer protocols (their sizes, not
 their values, set the cost; training the embeddings costs more). Prints reviews per second
-and the ratio to the baseline, appends one row per commit to results.jsonl and regenerates
+and the ratio to the baseline, appends one row per commit to benchmarks/results/ and regenerates
 RESULTS.md.
 """
 
@@ -99,7 +99,7 @@ def main() -> None:
 
 
 def record(name: str, seconds: dict, peaks: dict, trained: int, args) -> None:
-    """Print an extractor's epochs and ratio; one row per commit in results.jsonl; RESULTS.md."""
+    """Print an extractor's epochs and ratio; one row per commit in benchmarks/results/; RESULTS.md."""
     median = {tree: statistics.median(values) for tree, values in seconds.items()}
     for tree, took in median.items():
         ratio = median["baseline"] / took if "baseline" in median and tree == "this" else None

@@ -42,12 +42,28 @@ def test_a_benchmark_stopped_with_sigterm_stops_its_child(tmp_path):
     assert not alive(child)  # terminated and reaped by the script before it exited
 
 
-def test_a_failing_child_fails_the_benchmark():
+def benchmark_module(name: str):
+    """A benchmarks/ module, imported as the scripts import it."""
     sys.path.insert(0, str(BENCHMARKS))
     try:
-        import common
+        return __import__(name)
     finally:
         sys.path.remove(str(BENCHMARKS))
+
+
+def test_a_failing_child_fails_the_benchmark():
+    common = benchmark_module("common")
     with pytest.raises(subprocess.CalledProcessError) as failed:
         common.run_child([sys.executable, "-c", "raise SystemExit(3)"])
     assert failed.value.returncode == 3
+
+
+def test_rows_go_to_their_benchmarks_file_and_the_report_reads_them_all(tmp_path, monkeypatch):
+    common, report = benchmark_module("common"), benchmark_module("report")
+    monkeypatch.setattr(common, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(report, "RESULTS", tmp_path / "results")
+    rows = [{"benchmark": "beer", "seed": 0}, {"benchmark": "eraser", "seed": 0}, {"benchmark": "beer", "seed": 1}]
+    for row in rows:
+        common.append_result(row)
+    assert sorted(p.name for p in (tmp_path / "results").iterdir()) == ["beer.jsonl", "eraser.jsonl"]
+    assert report.load() == [rows[0], rows[2], rows[1]]  # file by file, each in the order appended
