@@ -1,6 +1,9 @@
 """Small helpers shared by the tests."""
 
 import gzip
+import importlib.util
+import sys
+from pathlib import Path
 
 
 def write(path, text: str):
@@ -48,3 +51,17 @@ def trained_on_part_of_demo(out, **options):
     config = from_values({"data": "demo", "encoder": "cnn", "embedding_dim": 16, "hidden_size": 16, "batch_size": 100,
                           "epochs": 1, "seed": 0, **options})
     return train_config(config, out, data=(train, valid))
+
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def load_script(name: str):
+    """The benchmark script ``name`` as a module; its imports of the other scripts resolve as when it
+    runs (``python benchmarks/NAME.py`` puts benchmarks/ first on the path)."""
+    if str(BENCHMARKS) not in sys.path:
+        sys.path.insert(0, str(BENCHMARKS))
+    spec = importlib.util.spec_from_file_location(f"{name}_benchmark", BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -1,9 +1,7 @@
 """The beer benchmark's training sets (pooled reviews, word2vec text), on small made-up review files."""
 
 import gzip
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -11,19 +9,7 @@ import pytest
 from rationale_cli.data.readers import read_records
 from rationale_cli.data.word2vec import distinct_texts
 from rationale_cli.training.trainer import split_validation
-
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
-
-
-def load_script(name: str):
-    """The benchmark script ``name`` as a module; its imports of the other scripts resolve as when it
-    runs (``python benchmarks/NAME.py`` puts benchmarks/ first on the path)."""
-    if str(BENCHMARKS) not in sys.path:
-        sys.path.insert(0, str(BENCHMARKS))
-    spec = importlib.util.spec_from_file_location(f"{name}_benchmark", BENCHMARKS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.helpers import load_script
 
 
 def write_heldout(folder: Path, aspect: int, reviews: list[tuple[list[float], str]]) -> None:

@@ -5,11 +5,10 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+from tests.helpers import BENCHMARKS, load_script
 
 # a benchmark script whose child (standing in for `rationale train`) writes its pid, then sleeps
 SCRIPT = """
@@ -42,24 +41,15 @@ def test_a_benchmark_stopped_with_sigterm_stops_its_child(tmp_path):
     assert not alive(child)  # terminated and reaped by the script before it exited
 
 
-def benchmark_module(name: str):
-    """A benchmarks/ module, imported as the scripts import it."""
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        return __import__(name)
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-
-
 def test_a_failing_child_fails_the_benchmark():
-    common = benchmark_module("common")
+    common = load_script("common")
     with pytest.raises(subprocess.CalledProcessError) as failed:
         common.run_child([sys.executable, "-c", "raise SystemExit(3)"])
     assert failed.value.returncode == 3
 
 
 def test_rows_go_to_their_benchmarks_file_and_the_report_reads_them_all(tmp_path, monkeypatch):
-    common, report = benchmark_module("common"), benchmark_module("report")
+    common, report = load_script("common"), load_script("report")
     monkeypatch.setattr(common, "RESULTS", tmp_path / "results")
     monkeypatch.setattr(report, "RESULTS", tmp_path / "results")
     rows = [{"benchmark": "beer", "seed": 0}, {"benchmark": "eraser", "seed": 0}, {"benchmark": "beer", "seed": 1}]
