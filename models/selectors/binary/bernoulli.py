@@ -35,6 +35,14 @@ how a choice moves the later tokens' probabilities (biased, but free of sampling
 noise); sampled through REINFORCE, the Lagrangian's rate term made the dependent
 selector swing between selecting everything and nothing (on beer aroma and on the
 demo corpus). ``exact_penalty=False`` samples the costs as Lei et al. do.
+
+``estimator straight-through`` replaces REINFORCE by the straight-through Gumbel-softmax
+estimator (Jang et al., 2017, section 2.2) that the RNP of FR, DR, MGR and MCD uses (Liu et al.,
+2022-2023, with ``tau = 1``): a logistic sample ``l_i + log u - log(1 - u)``, the binary case of
+the Gumbel-softmax, gives the hard ``z_i = [l_i + log u - log(1 - u) > 0]`` (a Bernoulli(p_i)
+draw) forward and the gradient of its relaxation ``sigmoid((l_i + log u - log(1 - u)) / tau)``
+backward, so the selector learns through the predictor's own gradient (biased, with no score
+function's variance). Independent selector only: the dependent scan feeds each z to the next step.
 """
 
 from __future__ import annotations
@@ -54,6 +62,7 @@ from rationale_cli.models.selection import LOGIT, PerToken, Selection, Selector,
 from rationale_cli.models.selectors.binary.dependent import DependentScan
 
 BASELINES = ("none", "ema", "loo")
+ESTIMATORS = ("reinforce", "straight-through")
 
 
 def counts(z: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
@@ -82,6 +91,15 @@ def prefix_counts(p: Tensor, z: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
     before = z[..., :-1]
     flips = p[..., 1:] * (1 - before) + (1 - p[..., 1:]) * before
     return p.sum(-1), (flips * pair).sum(-1)
+
+
+def straight_through(logits: Tensor, temperature: float) -> Tensor:
+    """A Bernoulli(sigmoid(logits)) draw, 0 or 1 forward, with the gradient of its binary
+    Gumbel-softmax relaxation backward (the module docstring)."""
+    u = torch.rand_like(logits).clamp(1e-6, 1 - 1e-6)
+    noisy = logits + torch.log(u) - torch.log1p(-u)
+    soft = torch.sigmoid(noisy / temperature)
+    return (noisy > 0).to(logits.dtype) + (soft - soft.detach())  # exactly 0 or 1 forward
 
 
 def log_prob(logits: Tensor, z: Tensor, mask: Tensor) -> Tensor:
@@ -116,6 +134,11 @@ class BernoulliOptions(RateOptions):
     samples: int = option(4, "rationales sampled per document", low=1)
     lagrangian: bool = option(True, "hold the rate at {budget} with a multiplier (added to the {sparsity} "
                               "cost) instead of a fixed cost per selected token")
+    estimator: str = option("reinforce", "the selector's gradient of the task loss: reinforce (the score "
+                            "function, Lei et al.) or straight-through (Gumbel-softmax, as FR/DR/MGR/MCD's RNP)",
+                            choices=ESTIMATORS)
+    temperature: float = option(1.0, "temperature of the straight-through relaxation (with {estimator} "
+                                "straight-through)", above=0.0)
     exact_penalty: bool = option(True, "differentiate the sparsity and coherence costs' expectations instead "
                                  "of sampling them through REINFORCE: exactly for the independent selector; for "
                                  "the dependent one, each token's expectation given the sampled tokens before it")
@@ -134,7 +157,9 @@ class BernoulliOptions(RateOptions):
         return sparsity, coherence
 
     def check(self) -> None:
-        if self.baseline == "loo" and self.samples < 2:
+        if self.estimator == "straight-through" and self.dependent:
+            raise OptionError("estimator", self.estimator, "the independent selector (not {dependent})")
+        if self.estimator == "reinforce" and self.baseline == "loo" and self.samples < 2:
             raise OptionError("samples", self.samples, "2 or more with {baseline} loo (leave one out)")
 
 
@@ -152,6 +177,7 @@ class BernoulliSelector(Selector):
         self.baseline, self.samples, self.ema_decay = opts.baseline, opts.samples, ema_decay
         self.budget = opts.budget
         self.exact_penalty = opts.exact_penalty
+        self.temperature = opts.temperature if opts.estimator == "straight-through" else None
         self.scan = DependentScan(input_size, 1, z_hidden) if opts.dependent else None
         self.logit_layer = None if opts.dependent else nn.Linear(input_size, 1)
         self.multiplier = (EqualityMultiplier(rho=opts.lagrange_rho, lr=opts.lagrange_lr)
@@ -172,9 +198,11 @@ class BernoulliSelector(Selector):
         s = self.samples
         many = states.repeat_interleave(s, 0)
         many_mask = mask.repeat_interleave(s, 0)
-        z, logits = self.draw(many, many_mask, lambda t: torch.bernoulli(torch.sigmoid(t.detach())))
+        if self.temperature is None:
+            z, logits = self.draw(many, many_mask, lambda t: torch.bernoulli(torch.sigmoid(t.detach())))
+        else:
+            z, logits = self.draw(many, many_mask, lambda t: straight_through(t, self.temperature))
         z, logits = z.view(batch, s, length), logits.view(batch, s, length)
-        lp = log_prob(logits, z, mask.unsqueeze(1))
         drawn = counts(z, mask.unsqueeze(1))
         lengths = mask.sum(-1, keepdim=True).clamp_min(1.0)
         # exact penalties: costs per document [B, 1] (independent) or sample [B, s] (dependent),
@@ -188,7 +216,7 @@ class BernoulliSelector(Selector):
         rate = selected / lengths
         target = self.budget.rates(mask).mean()
         extra = self.sparsity * selected + self.coherence * transitions
-        if self.exact_penalty:
+        if self.exact_penalty or self.temperature is not None:  # straight-through: drawn costs differentiable too
             penalty, sampled = extra.mean(), z.new_zeros(())
             if self.multiplier is not None:  # lambda * c + rho/2 c^2 on the expected rate, as HardKuma's
                 penalty = penalty + self.multiplier(rate.mean() - target)
@@ -197,8 +225,12 @@ class BernoulliSelector(Selector):
                 self.multiplier(rate.mean() - target)
                 extra = extra + self.multiplier.value * rate
             penalty, sampled = z.new_zeros(()), extra.detach()
-        surrogate = lambda task_loss: self.surrogate(task_loss + sampled, lp)
-        stats = {"selected": selected_share(z, mask.unsqueeze(1)), "transitions": (drawn[1] / lengths).mean().detach()}
+        surrogate = None
+        if self.temperature is None:
+            lp = log_prob(logits, z, mask.unsqueeze(1))
+            surrogate = lambda task_loss: self.surrogate(task_loss + sampled, lp)  # noqa: E731
+        stats = {"selected": selected_share(z.detach(), mask.unsqueeze(1)),
+                 "transitions": (drawn[1] / lengths).mean().detach()}
         if self.multiplier is not None:
             stats["lambda_l0"] = self.multiplier.value.detach()
         return Selection(masks=z, weights=z.new_full((batch, s), 1.0 / s), penalty=penalty,
