@@ -251,8 +251,8 @@ def main() -> None:
                 test = json.loads(metrics_file.read_text())
             append_result({
                 "benchmark": "beer_binary", "protocol": "binary", "dataset": f"beer{aspect}", "aspect": aspect,
-                "extractor": args.extractor, "encoder": config["encoder"],
-                "predictor_encoder": config.get("predictor_encoder") or config["encoder"],
+                "extractor": args.extractor, **({"estimator": config["estimator"]} if "estimator" in config else {}),
+                "encoder": config["encoder"], "predictor_encoder": config.get("predictor_encoder") or config["encoder"],
                 "remedies": {key: config.get(key) for key in ("share_encoder", "generators", "guidance",
                                                                "predictor_lr")},
                 "selection_target": rate, "seed": seed, "chosen_on": "validation",

@@ -450,7 +450,7 @@ def write_report() -> None:
         prose, rows, "beer_binary",
         ["aspect", "extractor, encoder", "remedy", "train reviews", "seed", "valid acc % (or MSE)", "decoding",
          "selected %", "P %", "R %", "F1 %", "acc % (or MSE)", "reference acc % (or MSE)"],
-        lambda r: [r["aspect"], f"{r['extractor']}, {r['encoder']}", remedy(r), f"{r['sizes']['train']:,}"
+        lambda r: [r["aspect"], f"{r['extractor']}{estimator(r)}, {r['encoder']}", remedy(r), f"{r['sizes']['train']:,}"
                    + ("" if r["balanced"] else " (all)") + (", their ratings" if r.get("labels") == "score" else ""),
                    r["seed"], binary_task(r, "valid_"), r.get("decoding", "own"),
                    *(pct(r[key]) if r[key] is not None else "not tested"
@@ -481,6 +481,11 @@ def binary_task(row: dict, prefix: str = "") -> str:
     if value is None:
         return "not tested" if prefix == "" else "-"
     return pct(value) if metric == "accuracy" else f"{value:.4f}"
+
+
+def estimator(row: dict) -> str:
+    """A Bernoulli row's gradient estimator where it is not REINFORCE, in parentheses."""
+    return f" ({row['estimator']})" if row.get("estimator", "reinforce") != "reinforce" else ""
 
 
 def remedy(row: dict) -> str:

@@ -57,3 +57,11 @@ def test_rows_go_to_their_benchmarks_file_and_the_report_reads_them_all(tmp_path
         common.append_result(row)
     assert sorted(p.name for p in (tmp_path / "results").iterdir()) == ["beer.jsonl", "eraser.jsonl"]
     assert report.load() == [rows[0], rows[2], rows[1]]  # file by file, each in the order appended
+
+
+def test_the_binary_table_names_a_bernoulli_rows_estimator_where_it_is_not_reinforce():
+    report = load_script("report")
+    rows = [{"extractor": "bernoulli", "estimator": "straight-through"}, {"extractor": "bernoulli",
+                                                                          "estimator": "reinforce"},
+            {"extractor": "hardkuma"}]
+    assert [report.estimator(r) for r in rows] == [" (straight-through)", "", ""]

@@ -165,7 +165,8 @@ class BernoulliOptions(RateOptions):
 
 class BernoulliSelector(Selector):
     Options = BernoulliOptions
-    summary = ("Lei et al.'s original model: z_i ~ Bernoulli, trained with REINFORCE on the task loss plus "
+    summary = ("Lei et al.'s original model: z_i ~ Bernoulli, trained with REINFORCE (or the straight-through "
+               "{estimator}) on the task loss plus "
                "{sparsity} x selected + {coherence} x transitions; {lagrangian} holds the rate at {budget} "
                "instead; test time selects p >= 0.5")
     supervised_by = "each token's Bernoulli probability p_i, binary cross-entropy"
