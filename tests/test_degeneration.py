@@ -14,7 +14,7 @@ from rationale_cli.runs.remedies import REMEDIES
 from rationale_cli.runs.run_directory import build_model
 from rationale_cli.runs.task import Classification, Regression
 from rationale_cli.runtime.errors import UserError
-from rationale_cli.training.loop import training_loss
+from rationale_cli.training.loop import training_loss, training_step
 from rationale_cli.training.trainer import parameter_groups
 from rationale_cli.tuning.space import search_space
 
@@ -45,9 +45,9 @@ def test_guidance_adds_the_full_texts_loss_and_its_pull_on_the_rationale():
     model, batch = model_and_batch()
     task = Classification(["NEG", "POS"])
     torch.manual_seed(1)
-    plain, _ = training_loss(model, task, batch)
+    plain, _, _ = training_loss(model, task, batch)
     torch.manual_seed(1)
-    guided, _ = training_loss(model, task, batch, guidance=0.5)
+    guided, _, _ = training_loss(model, task, batch, guidance=0.5)
     torch.manual_seed(1)
     selection, outputs = model(batch.ids, batch.mask, full_text=True)
     rationale, full = outputs[:, :-1], outputs[:, -1]
@@ -82,9 +82,9 @@ def test_mcds_kl_term_pulls_the_rationales_prediction_and_leaves_the_full_texts_
 
     model, batch = model_and_batch()
     torch.manual_seed(1)
-    plain, _ = training_loss(model, task, batch)
+    plain, _, _ = training_loss(model, task, batch)
     torch.manual_seed(1)
-    guided, _ = training_loss(model, task, batch, guidance=1.0)
+    guided, _, _ = training_loss(model, task, batch, guidance=1.0)
     (guided - plain).backward()  # the guidance terms alone
     assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in model.selector_encoder.parameters())
 
@@ -152,6 +152,7 @@ def test_joined_selections_average_the_losses_and_give_each_surrogate_its_own_ma
     ({"generators": 2, "extractor": "full"}, "full has no encoder"),
     ({"share_encoder": True, "predictor_encoder": "bow"}, "one kind of encoder"),
     ({"share_encoder": True, "encoder": "l2x"}, "one kind of encoder"),
+    ({"separate_guidance": True}, "give --guidance"),
 ])
 def test_fr_and_mgr_are_refused_where_they_cannot_be(values, expected):
     with pytest.raises(UserError, match=expected):
@@ -169,3 +170,42 @@ def test_every_remedy_is_a_training_option_with_its_value_among_its_searched_one
     space = search_space("bernoulli", ROOT / "examples" / "degeneration.toml")
     from_file = {entry.name: entry for entry in space.entries if entry.name in space.from_file}
     assert from_file == {r.option: r.search for r in REMEDIES.values() if r.option != "generators"}
+
+
+
+def separated(extractor, targets, guidance=1.0):
+    """A fresh model, its batch, and each parameter's gradient after one step of MCD's separation
+    (a step of size 0), the selector's and the predictor's apart."""
+    torch.manual_seed(0)
+    model = RationaleModel(30, 8, 8, 2, encoder="cnn", extractor=extractor, dropout=0.0)
+    model.eval()  # the Lagrange multiplier stays as it is
+    ids, mask = torch.randint(2, 30, (4, 9)), torch.ones(4, 9)
+    mask[1, 6:] = 0
+    batch = Batch([], ids * mask.long(), mask, torch.tensor(targets))
+    torch.manual_seed(1)
+    training_step(model, Classification(["NEG", "POS"]), batch, torch.optim.SGD(model.parameters(), lr=0.0), 0.0,
+                  guidance, separate=True)
+    predictor = {id(p) for p in model.predictor_parameters()}
+    grads = [{n: p.grad for n, p in model.named_parameters() if (id(p) in predictor) == side} for side in (False, True)]
+    return model, batch, *grads
+
+
+@pytest.mark.parametrize("extractor", ["hardkuma", "bernoulli"])
+def test_mcds_separation_keeps_the_label_from_the_selector_and_the_divergence_from_the_predictor(extractor):
+    """The selector's gradient is the same whatever the labels (it learns from the divergence and
+    its penalty alone: through its samples for HardKuma, as REINFORCE's cost for Bernoulli); the
+    predictor's is that of the task losses alone, on the rationale and on the full text."""
+    model, batch, selector, predictor = separated(extractor, [0, 1, 1, 0])
+    _, _, relabelled, _ = separated(extractor, [1, 0, 0, 1])
+    assert any(g is not None and g.abs().sum() > 0 for g in selector.values())
+    for name, grad in selector.items():
+        assert (grad is None and relabelled[name] is None) or torch.allclose(grad, relabelled[name], atol=1e-6), name
+    task = Classification(["NEG", "POS"])
+    torch.manual_seed(1)
+    selection, outputs = model(batch.ids, batch.mask, full_text=True)
+    targets = batch.targets.unsqueeze(1).expand(selection.weights.shape)
+    losses = (selection.weights * task.loss(outputs[:, :-1], targets)).sum(-1) + task.loss(outputs[:, -1], batch.targets)
+    names = [n for n, p in model.named_parameters() if n in predictor]
+    expected = torch.autograd.grad(losses.mean(), [dict(model.named_parameters())[n] for n in names])
+    for name, grad in zip(names, expected):
+        assert torch.allclose(predictor[name], grad, atol=1e-6), name

@@ -46,8 +46,7 @@ class TrainConfig:
                                 low=0, high=4, default_text="N of reviews.aspectN")
     valid: str | None = option(None, "Validation data.", default_text="the data's own split, else a share "
                                "of the training data")
-    valid_fraction: float = option(0.1, "Share held out for validation when --valid is not given.", above=0.0,
-                                   high=0.9)
+    valid_fraction: float = option(0.1, "Share held out for validation when --valid is not given.", above=0.0, high=0.9)
     task: str = option("auto", "auto (numbers: regression, strings: classification), regression or "
                        "classification.", choices=("auto", "regression", "classification"))
     text_col: str = option("text", "CSV/TSV text column.")
@@ -96,8 +95,7 @@ class TrainConfig:
     embedding_dim: int = option(200, "Embedding size without --embeddings.", low=1, high=1 << 16)
     fix_embeddings: bool | None = option(None, "Keep the embeddings fixed.",
                                          default_text="fixed with --embeddings, trained without")
-    hidden_size: int = option(200, "Encoder hidden size per direction (filters for convolutions).", low=1,
-                              high=1 << 16)
+    hidden_size: int = option(200, "Encoder hidden size per direction (filters for convolutions).", low=1, high=1 << 16)
     dropout: float = option(0.1, "Dropout.", low=0.0, high=0.9)
     min_freq: int = option(1, "Minimum token frequency for the vocabulary.", low=1)
     max_vocab: int | None = option(None, "Maximum vocabulary size.", low=2, default_text="unlimited")
@@ -121,6 +119,8 @@ class TrainConfig:
     guidance: float = option(0.0, "Weight of full-text guidance against degeneration: the predictor also learns "
                              "on the full text, and its output on the rationale is pulled toward it (a KL "
                              "divergence; squared difference for scores; Huang et al. 2021; MCD), 0 = off.", low=0.0)
+    separate_guidance: bool = option(False, "With {guidance}: the selector learns from the divergence alone, never the "
+                                     "label, and the predictor from the task losses alone (MCD, Liu et al. 2023).")
     share_encoder: bool = option(False, "Against degeneration, one encoder for both sides: the predictor reads "
                                  "the rationale with the selector's (FR, Liu et al. 2022).")
     generators: int = option(1, "Against degeneration, N selectors feed the predictor in training, selector N at "

@@ -14,8 +14,10 @@ together (MGR's generators have encoders of their own).
   :meth:`~rationale_cli.models.selection.Selection.joined`.
 - ``mcd`` (Liu et al., 2023, NeurIPS, section 4): the predictor's output on the rationale held
   to its output on the full text by a KL divergence, the predictor also learning on the full
-  text. This is the toolkit's full-text guidance (``--guidance``, after Huang et al., 2021):
-  the same objective, :func:`rationale_cli.training.loop.training_loss`.
+  text. This is the toolkit's full-text guidance (``--guidance``, after Huang et al., 2021,
+  :func:`rationale_cli.training.loop.training_loss`), where the selector also learns from the
+  task loss; ``--separate-guidance`` is MCD's own split: the selector learns from the divergence
+  alone (never the label), the predictor from the task losses alone.
 - ``dr`` (Liu et al., 2023, KDD): the predictor learns more slowly than the selector
   (``--predictor-lr``, :func:`rationale_cli.training.trainer.parameter_groups`).
 
@@ -63,7 +65,10 @@ REMEDIES: dict[str, Remedy] = {
 
 def remedy_conflicts(config, extractor: str) -> None:
     """One error line (``config``: a TrainConfig) for a shared encoder or several generators where they cannot be: without a
-    selector that learns from an encoder, with a fixed support, or together."""
+    selector that learns from an encoder, with a fixed support, or together; for MCD's separation without guidance."""
+    if config.separate_guidance and not config.guidance:
+        raise UserError(f"{flag_of('separate_guidance')} splits full-text guidance's losses; give "
+                        f"{flag_of('guidance')} WEIGHT above 0")
     used = [flag_of(name) for name, off in (("share_encoder", False), ("generators", 1))
             if getattr(config, name) != off]
     if not used:

@@ -37,8 +37,8 @@ from rationale_cli.training.supervision import supervision_loss
 SUPERVISION = "supervision"  # the training statistic of rationale supervision, a mean over the gold documents
 
 
-def training_loss(model, task: Task, batch: Batch, guidance: float = 0.0,
-                  supervise: float = 0.0) -> tuple[torch.Tensor, Selection]:
+def training_loss(model, task: Task, batch: Batch, guidance: float = 0.0, supervise: float = 0.0,
+                  separate: bool = False) -> tuple[torch.Tensor, Selection, torch.Tensor | None]:
     """``loss = (weights * task_loss).sum(-1).mean() + penalty + surrogate`` for one batch. With
     ``guidance`` g > 0 (full-text guidance, after the output-space matching of Huang et al., 2021,
     "Distribution Matching for Rationalization"), the predictor also reads the full text:
@@ -47,42 +47,68 @@ def training_loss(model, task: Task, batch: Batch, guidance: float = 0.0,
     prediction toward it. With ``supervise`` w > 0 (rationale supervision,
     :mod:`rationale_cli.training.supervision`; the batch made with its gold masks), ``+ w *
     supervision`` over the batch's documents with gold, whose unweighted value joins the
-    selection's statistics as ``supervision``."""
+    selection's statistics as ``supervision``. With ``separate`` (MCD's separation, Liu et al.,
+    2023, section 4) the selector learns only from ``g * D(full || rationale)`` and its
+    penalty, never the label, and the predictor only from the task losses: the third value is then
+    the selector's loss, the first the predictor's (:func:`training_step` routes each to its own
+    parameters; a score-function selector takes the divergence as its cost), else None."""
     fixed = getattr(getattr(model, "module", model), "support", None)  # DDP wraps the model in .module
     sentences = batch.sentences() if fixed is not None and fixed.sentences else None
     selection, outputs = model(batch.ids, batch.mask, batch.visible, full_text=bool(guidance), sentences=sentences)
     targets = batch.targets.unsqueeze(1).expand(selection.weights.shape)
     outputs, full = outputs[:, : targets.shape[1]], outputs[:, targets.shape[1]:]  # full: [B, 1] with guidance
     task_loss = task.loss(outputs, targets)
-    loss = (selection.weights * task_loss).sum(-1).mean() + selection.penalty
+    loss = (selection.weights * task_loss).sum(-1).mean()
+    selector_loss, cost = None, task_loss
     if guidance:
-        pulled = (selection.weights * task.divergence(outputs, full.detach().expand_as(outputs))).sum(-1)
-        loss = loss + guidance * (task.loss(full, targets[:, :1]).squeeze(1) + pulled).mean()
+        full_loss = task.loss(full, targets[:, :1]).squeeze(1)
+        divergence = task.divergence(outputs, full.detach().expand_as(outputs))
+        pulled = (selection.weights * divergence).sum(-1)
+        if separate:
+            loss = loss + guidance * full_loss.mean()
+            selector_loss, cost = selection.penalty + guidance * pulled.mean(), guidance * divergence
+        else:
+            loss = loss + guidance * (full_loss + pulled).mean()
+    if selector_loss is None:
+        loss = loss + selection.penalty
     if supervise:
         supervised = supervision_loss(selection, batch.gold, batch.golden, batch.selectable)
-        loss = loss + supervise * supervised
+        if selector_loss is None:
+            loss = loss + supervise * supervised
+        else:
+            selector_loss = selector_loss + supervise * supervised
         selection.stats[SUPERVISION] = supervised.detach()
     if selection.surrogate is not None:
-        surrogate = selection.surrogate(task_loss.detach())
-        if surrogate is not None:
+        surrogate = selection.surrogate(cost.detach())
+        if surrogate is not None and selector_loss is not None:
+            selector_loss = selector_loss + surrogate
+        elif surrogate is not None:
             loss = loss + surrogate
-    return loss, selection
+    return loss, selection, selector_loss
 
 
 def training_step(model, task: Task, batch: Batch, optimizer: torch.optim.Optimizer, clip: float,
-                  guidance: float = 0.0, supervise: float = 0.0) -> tuple[float, Selection]:
+                  guidance: float = 0.0, supervise: float = 0.0, separate: bool = False) -> tuple[float, Selection]:
     """One update on :func:`training_loss`, with gradient-norm clipping; a FloatingPointError,
     before the weights change, when the loss (in any process of a distributed run) or
     the gradient is not finite (extractors raise it too, where a non-finite value stops
     them). ``model`` may be wrapped in DistributedDataParallel; ``guidance`` and ``supervise``: see
     :func:`training_loss`."""
     params = [p for group in optimizer.param_groups for p in group["params"]]
-    loss, selection = training_loss(model, task, batch, guidance, supervise)
-    value = loss.item()
+    loss, selection, selector_loss = training_loss(model, task, batch, guidance, supervise, separate)
+    value = loss.item() + (0.0 if selector_loss is None else selector_loss.item())
     if not all_ranks(math.isfinite(value), loss.device):  # every process stops at the same step
         raise FloatingPointError(f"loss {value}" if not math.isfinite(value) else "loss non-finite in another process")
     optimizer.zero_grad(set_to_none=True)
-    loss.backward()
+    if selector_loss is None:
+        loss.backward()
+    else:  # each loss to its side's parameters only (one process: DDP's reducer is not used here)
+        predictor = {id(p) for p in getattr(model, "module", model).predictor_parameters()}
+        sides = [[p for p in params if p.requires_grad and (id(p) in predictor) == mine] for mine in (True, False)]
+        for side, part in zip(sides, (loss, selector_loss)):
+            grads = torch.autograd.grad(part, side, retain_graph=True, allow_unused=True)
+            for p, grad in zip(side, grads):
+                p.grad = grad
     norm = torch.nn.utils.clip_grad_norm_(params, clip if clip > 0 else float("inf"))
     if not bool(torch.isfinite(norm)):
         raise FloatingPointError("non-finite gradient")
@@ -184,6 +210,7 @@ class Fit:
     schedule: LinearDecay | None = None
     guidance: float = 0.0
     supervise: float = 0.0
+    separate: bool = False
 
 
 def fit(
@@ -205,6 +232,7 @@ def fit(
     patience: int = DEFAULTS["patience"].default,
     guidance: float = DEFAULTS["guidance"].default,
     supervise: float = DEFAULTS["supervise"].default,
+    separate: bool = DEFAULTS["separate_guidance"].default,
     keep: Keep = Keep(),
     rng: random.Random | int = 0,
     callbacks: Sequence[Callback] = (),
@@ -216,8 +244,8 @@ def fit(
     optimizer defaults to Adam with ``lr`` and ``weight_decay``; ``rng`` (or its seed)
     orders the batches; ``lr_final`` below 1 decays the learning rate linearly over
     ``lr_decay_epochs`` (default: ``epochs``; :class:`LinearDecay`); ``guidance`` weighs full-text
-    guidance and ``supervise`` rationale supervision on the documents of ``train`` with a gold
-    rationale (:func:`training_loss`). The defaults are those
+    guidance (``separate``: MCD's separation) and ``supervise`` rationale supervision on the
+    documents of ``train`` with a gold rationale (:func:`training_loss`). The defaults are those
     of ``rationale train``. With ``restore_best`` the model ends with the weights of its
     best validation epoch by the ``keep`` rule (else with its last; ``state.best`` says
     which was best).
@@ -238,7 +266,8 @@ def fit(
     batches = len(train) // (batch_size * processes) + (len(train) % (batch_size * processes) >= processes)
     schedule = LinearDecay(lr_final, (lr_decay_epochs or epochs) * batches) if lr_final < 1.0 else None
     run = Fit(model, vocab, task, optimizer, rng, device, epochs, batches, state or FitState(), callbacks, net,
-              processes, rank(), keep=keep, schedule=schedule, guidance=guidance, supervise=supervise)
+              processes, rank(), keep=keep, schedule=schedule, guidance=guidance, supervise=supervise,
+              separate=separate)
     state = run.state
     started, seconds_before = time.perf_counter(), state.train_seconds
     try:
@@ -305,7 +334,8 @@ def one_epoch(run: Fit, epoch: int, train: Sequence[Record], valid: Sequence[Rec
         if run.schedule is not None:
             run.schedule.apply(run.optimizer, (epoch - 1) * run.batches + step - 1)
         try:
-            loss, selection = training_step(run.net, task, batch, run.optimizer, clip, run.guidance, run.supervise)
+            loss, selection = training_step(run.net, task, batch, run.optimizer, clip, run.guidance, run.supervise,
+                                             run.separate)
         except FloatingPointError as err:
             raise FloatingPointError(f"epoch {epoch}, step {step}: {err}") from None
         total += loss * len(records)

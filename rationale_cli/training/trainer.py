@@ -25,6 +25,7 @@ from rationale_cli.models.architectures import LINEAR
 from rationale_cli.models.model import RationaleModel
 from rationale_cli.models.ranks import world_size
 from rationale_cli.runs.config import TrainConfig
+from rationale_cli.runs.flags import flag_of
 from rationale_cli.runs.pretrained import load_pretrained
 from rationale_cli.runs.reference import REFERENCE_SUPPORT, Reference, fit_reference
 from rationale_cli.runs.run_directory import (
@@ -275,6 +276,8 @@ def train_run(
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = None if linear else torch.optim.Adam(parameter_groups(model, config), lr=config.lr,
                                                      weight_decay=config.weight_decay)
+    if config.separate_guidance and world_size() > 1:  # its two losses are routed outside DDP's gradient hooks
+        raise UserError(f"{flag_of('separate_guidance')} trains in one process; run it without torchrun")
     if world_size() > 1:  # the same initial weights everywhere, then each process's own random stream
         torch.manual_seed(config.seed + rank() * 2**32)
     state = resume_state(out, config, model, optimizer, rng, device, fingerprint) if resume else None
@@ -341,6 +344,7 @@ def trained(model: RationaleModel, vocab: Vocab, task: Task, train: list[Record]
         return fit(model, vocab, task, train, valid, optimizer, epochs=config.epochs, batch_size=config.batch_size,
                    clip=config.clip, lr_decay=config.lr_decay, lr_final=config.lr_final,
                    lr_decay_epochs=config.lr_decay_epochs, patience=config.patience, guidance=config.guidance,
+                   separate=config.separate_guidance,
                    supervise=config.supervise, keep=config.keep_rule(), rng=rng, callbacks=callbacks, state=state)
     except Diverged as err:
         where = f"{out}: " if out is not None else ""
