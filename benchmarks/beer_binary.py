@@ -254,7 +254,7 @@ def main() -> None:
                 "extractor": args.extractor, **({"estimator": config["estimator"]} if "estimator" in config else {}),
                 "encoder": config["encoder"], "predictor_encoder": config.get("predictor_encoder") or config["encoder"],
                 "remedies": {key: config.get(key) for key in ("share_encoder", "generators", "guidance",
-                                                               "predictor_lr")},
+                                                               "separate_guidance", "predictor_lr")},
                 "selection_target": rate, "seed": seed, "chosen_on": "validation",
                 **{key: test.get(key) for key in ("selection_rate", "precision", "recall", "f1", metric)},
                 f"reference_{metric}": test.get("full_text_reference", {}).get("value"),

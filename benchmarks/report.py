@@ -497,7 +497,7 @@ def remedy(row: dict) -> str:
     if (used.get("generators") or 1) > 1:
         names.append(f"MGR x{used['generators']}")
     if used.get("guidance"):
-        names.append(f"MCD {used['guidance']:g}")
+        names.append(f"MCD {used['guidance']:g}" + (", separated" if used.get("separate_guidance") else ""))
     if used.get("predictor_lr") not in (None, 1.0):
         names.append(f"DR {used['predictor_lr']:g}")
     return ", ".join(names) or "none"

@@ -65,3 +65,9 @@ def test_the_binary_table_names_a_bernoulli_rows_estimator_where_it_is_not_reinf
                                                                           "estimator": "reinforce"},
             {"extractor": "hardkuma"}]
     assert [report.estimator(r) for r in rows] == [" (straight-through)", "", ""]
+
+
+def test_the_binary_table_names_mcds_split_apart_from_plain_guidance():
+    report = load_script("report")
+    assert report.remedy({"remedies": {"guidance": 1.0}}) == "MCD 1"
+    assert report.remedy({"remedies": {"guidance": 1.0, "separate_guidance": True}}) == "MCD 1, separated"
