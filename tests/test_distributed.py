@@ -50,7 +50,7 @@ def first_step(records, world: int = 1, rank: int = 0) -> dict:
     torch.manual_seed(0)
     model = build_model(from_values(DETERMINISTIC), len(vocab), task)
     net = wrap(model, torch.device("cpu"))
-    loss, _ = training_loss(net, task, make_batch(share(records, rank, world), vocab, task))
+    loss, _, _ = training_loss(net, task, make_batch(share(records, rank, world), vocab, task))
     loss.backward()
     return {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
 
@@ -162,7 +162,7 @@ def test_every_parameter_takes_part_when_every_rationale_is_empty(extractor):
     with torch.no_grad():  # HardKuma a ~ 0, b ~ 30 (or Bernoulli p ~ 0): every z is 0
         head.weight.zero_()
         head.bias.copy_(torch.tensor([-30.0, 30.0]) if extractor == "hardkuma" else torch.full_like(head.bias, -30.0))
-    loss, selection = training_loss(model, task, make_batch(records, vocab, task))
+    loss, selection, _ = training_loss(model, task, make_batch(records, vocab, task))
     assert not selection.masks.any()
     loss.backward()
     assert [name for name, p in model.named_parameters() if p.requires_grad and p.grad is None] == []

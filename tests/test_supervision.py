@@ -108,9 +108,9 @@ def test_training_loss_adds_the_weighted_cross_entropy_of_p_nonzero_by_hand():
     batch = Batch([], ids * mask.long(), mask, torch.tensor([0.2, 0.5, 0.9]), gold=gold,
                   golden=torch.tensor([1.0, 0.0, 1.0]))
     torch.manual_seed(1)
-    plain, _ = training_loss(model, Regression(), batch)
+    plain, _, _ = training_loss(model, Regression(), batch)
     torch.manual_seed(1)
-    supervised, selection = training_loss(model, Regression(), batch, supervise=0.5)
+    supervised, selection, _ = training_loss(model, Regression(), batch, supervise=0.5)
     states = model.states(model.embedded(batch.ids), mask)
     a, b = torch.nn.functional.softplus(model.selector.shape_layer(states)).unbind(-1)
     p = HardKuma(a, b).p_nonzero()
