@@ -204,7 +204,8 @@ def test_mcds_separation_keeps_the_label_from_the_selector_and_the_divergence_fr
     torch.manual_seed(1)
     selection, outputs = model(batch.ids, batch.mask, full_text=True)
     targets = batch.targets.unsqueeze(1).expand(selection.weights.shape)
-    losses = (selection.weights * task.loss(outputs[:, :-1], targets)).sum(-1) + task.loss(outputs[:, -1], batch.targets)
+    rationale_loss = (selection.weights * task.loss(outputs[:, :-1], targets)).sum(-1)
+    losses = rationale_loss + task.loss(outputs[:, -1], batch.targets)
     names = [n for n, p in model.named_parameters() if n in predictor]
     expected = torch.autograd.grad(losses.mean(), [dict(model.named_parameters())[n] for n in names])
     for name, grad in zip(names, expected):

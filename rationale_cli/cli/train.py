@@ -34,8 +34,8 @@ PANELS = {
               "embeddings", "embedding_dim", "fix_embeddings", "hidden_size", "dropout", "min_freq", "max_vocab",
               "share_encoder", "generators", "reference", "support", "support_sentences"),
     "Training": ("epochs", "batch_size", "lr", "weight_decay", "lr_decay", "lr_final", "lr_decay_epochs",
-                 "pretrained_lr", "predictor_lr", "guidance", "separate_guidance", "supervise", "supervise_fraction", "clip", "patience",
-                 "keep", "rate_tolerance", "save_epochs", "time_limit", "seed", "device"),
+                 "pretrained_lr", "predictor_lr", "guidance", "separate_guidance", "supervise", "supervise_fraction",
+                 "clip", "patience", "keep", "rate_tolerance", "save_epochs", "time_limit", "seed", "device"),
 }
 BUDGET_HELP = ("Rationale size: a share of each document's tokens (0.13) or a token count (10, or k=10), "
                "resolved per document.")
