@@ -21,9 +21,9 @@ from rationale_cli.tuning.space import search_space
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def model_and_batch():
+def model_and_batch(extractor="hardkuma"):
     torch.manual_seed(0)
-    model = RationaleModel(30, 8, 8, 2, encoder="cnn", extractor="hardkuma", dropout=0.0)
+    model = RationaleModel(30, 8, 8, 2, encoder="cnn", extractor=extractor, dropout=0.0)
     model.eval()  # the Lagrange multiplier stays as it is
     ids, mask = torch.randint(2, 30, (4, 9)), torch.ones(4, 9)
     mask[1, 6:] = 0
@@ -176,12 +176,8 @@ def test_every_remedy_is_a_training_option_with_its_value_among_its_searched_one
 def separated(extractor, targets, guidance=1.0):
     """A fresh model, its batch, and each parameter's gradient after one step of MCD's separation
     (a step of size 0), the selector's and the predictor's apart."""
-    torch.manual_seed(0)
-    model = RationaleModel(30, 8, 8, 2, encoder="cnn", extractor=extractor, dropout=0.0)
-    model.eval()  # the Lagrange multiplier stays as it is
-    ids, mask = torch.randint(2, 30, (4, 9)), torch.ones(4, 9)
-    mask[1, 6:] = 0
-    batch = Batch([], ids * mask.long(), mask, torch.tensor(targets))
+    model, batch = model_and_batch(extractor)
+    batch = Batch([], batch.ids, batch.mask, torch.tensor(targets))
     torch.manual_seed(1)
     training_step(model, Classification(["NEG", "POS"]), batch, torch.optim.SGD(model.parameters(), lr=0.0), 0.0,
                   guidance, separate=True)
