@@ -83,19 +83,39 @@ def test_a_selection_rate_off_its_target_is_warned(rate, target, warned):
         assert f"target of {100 * target:.1f}%" in found[0] and "--keep best-loss-at-rate" in found[0]
         # under the target the multiplier is too weak; over it, too weak or swinging: the advice says which
         assert ("more --epochs or a larger --lagrange-lr" in found[0]) == (rate < target)
-        assert ("swings across the target, a smaller one" in found[0]) == (rate > target)
+        assert ("a larger --lagrange-rho (this run: 1)" in found[0]) == (rate > target)
+        assert ("swings across the target, a smaller --lagrange-lr" in found[0]) == (rate > target)
+
+
+@pytest.mark.parametrize("extractor, sampled, warned", [
+    ("hardkuma", 0.30, True),     # beer's binary task: the task's pull 11.5 points over 18.5%
+    ("hardkuma", 0.15, True),     # under it by more than 3 points
+    ("hardkuma", 0.205, False),   # within 3 points
+    ("hardkuma", None, False),    # no training share known
+    ("sparsemap", 0.30, False),   # holds no rate with multipliers
+])
+def test_a_training_rate_the_multipliers_did_not_hold_is_warned(extractor, sampled, warned):
+    config = from_values({"extractor": extractor, "budget": 0.185})
+    valid = {"loss": 0.01, "selection_rate": 0.2}  # decoded near the target: only the sampled share can warn
+    found = ending_warnings(config, valid, Chance(1.0, None, "x"), config.rate_target(), sampled)
+    assert bool(found) == warned
+    if warned:
+        assert f"sampled {100 * sampled:.1f}% of the training tokens" in found[0]
+        assert "target of 18.5%" in found[0] and "--lagrange-rho (this run: 1;" in found[0]
 
 
 @pytest.mark.slow
-def test_a_run_with_a_far_too_large_lr_ends_with_both_warnings(tmp_path):
+def test_a_run_with_a_far_too_large_lr_ends_with_its_three_warnings(tmp_path):
     out = tmp_path / "run"
     result = runner.invoke(app, ["train", "--data", "demo", "--out", str(out), *TINY, "--batch-size", "500",
                                  "--epochs", "1", "--lr", "1e6", "--independent"])
     assert result.exit_code == 0, result.output
     lines = [line for line in result.output.splitlines() if line.startswith("warning: ")]
-    assert len(lines) == 2, result.output
+    assert len(lines) == 3, result.output
     assert "worse than chance on validation" in lines[0] and "--lr (this run: 1e+06)" in lines[0]
-    assert "against a --budget target of 13.0%" in lines[1]
+    assert "validation tokens against a --budget target of 13.0%" in lines[1]
+    sampled = json.loads((out / "metrics.json").read_text())["history"][0]["selected"]
+    assert f"sampled {100 * sampled:.1f}% of the training tokens" in lines[2] and "--lagrange-rho" in lines[2]
 
 
 # ----------------------------------------------------------------------------- stopped by a signal

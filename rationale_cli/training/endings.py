@@ -6,7 +6,9 @@ predictor made from the training labels (their mean for regression, their class 
 classification), or its accuracy below that of always predicting the training majority
 class. A decoded validation selection rate is off its target (the rate an extractor holds
 in training, :meth:`~rationale_cli.runs.config.TrainConfig.rate_target`) when it is more
-than :data:`RATE_SLACK` from it or more than :data:`RATE_FACTOR` times above or below it.
+than :data:`RATE_SLACK` from it or more than :data:`RATE_FACTOR` times above or below it. The
+rate an extractor samples in training strays from its target when the kept epoch's share is
+more than :data:`HELD_SLACK` from it: its multipliers did not hold the rate.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from rationale_cli.training.checkpoint import RESUME
 
 RATE_SLACK = 0.1  # a share of the tokens: 10 points
 RATE_FACTOR = 2.0
+HELD_SLACK = 0.03  # a share of the training tokens: 3 points
 
 
 def stopped_state(out: Path) -> str:
@@ -105,17 +108,32 @@ def rate_warning(config: TrainConfig, valid: dict, target: float | None) -> str 
     if rate < target or step is None:
         advice = "try more --epochs or a larger --lagrange-lr"
     else:  # over: a multiplier too weak for the task's pull, or one that swung past the target
-        advice = (f"if the epoch lines' train selected drifts up, try a larger --lagrange-lr (this run: "
-                  f"{step:g}); if it swings across the target, a smaller one")
+        advice = (f"if the epoch lines' train selected drifts up, try a larger --lagrange-rho (this run: "
+                  f"{config.options.lagrange_rho:g}); if it swings across the target, a smaller --lagrange-lr "
+                  f"(this run: {step:g})")
     return (f"the kept model selects {100 * rate:.1f}% of the validation tokens against a --budget target of "
             f"{100 * target:.1f}% (more than {100 * RATE_SLACK:g} points or a factor {RATE_FACTOR:g} off): "
             f"{advice}{keep}")
 
 
-def ending_warnings(config: TrainConfig, valid: dict, level: Chance, target: float | None) -> list[str]:
-    """The warnings of a run whose kept epoch scored ``valid``: worse than chance ``level``,
-    or a selection rate off ``target``."""
-    return [w for w in (chance_warning(config, valid, level), rate_warning(config, valid, target)) if w]
+def held_warning(config: TrainConfig, sampled: float | None, target: float | None) -> str | None:
+    """A warning when the kept epoch sampled a share ``sampled`` of the training tokens more than
+    :data:`HELD_SLACK` from the ``target`` its multipliers hold (None: no target, or nothing held)."""
+    rho = getattr(config.options, "lagrange_rho", None)
+    if target is None or sampled is None or rho is None or abs(sampled - target) <= HELD_SLACK:
+        return None
+    return (f"the kept epoch sampled {100 * sampled:.1f}% of the training tokens against a --budget target of "
+            f"{100 * target:.1f}%: the multipliers did not hold the rate; try a larger --lagrange-rho (this run: "
+            f"{rho:g}; 20 held beer's binary task within a point where 1 let it drift 12 points over)")
+
+
+def ending_warnings(config: TrainConfig, valid: dict, level: Chance, target: float | None,
+                    sampled: float | None = None) -> list[str]:
+    """The warnings of a run whose kept epoch scored ``valid`` and sampled a share ``sampled`` of
+    the training tokens: worse than chance ``level``, or a selection rate off ``target``."""
+    warnings = (chance_warning(config, valid, level), rate_warning(config, valid, target),
+                held_warning(config, sampled, target))
+    return [w for w in warnings if w]
 
 
 def budget_warning(config: TrainConfig, train: Sequence[Record]) -> str | None:

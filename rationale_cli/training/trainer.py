@@ -328,7 +328,8 @@ def train_run(
     target = config.rate_target() if selector is None and not config.support else None  # a support decodes as fixed
     level = chance(task, train, valid)
     state.best["valid"].update(level.columns())  # the chance level of the table is the warning's
-    state.warnings = ending_warnings(config, state.best["valid"], level, target)
+    kept = next((h for h in state.history if h.get("epoch") == state.best["epoch"]), {})
+    state.warnings = ending_warnings(config, state.best["valid"], level, target, kept.get("selected"))
     if out is not None and rank() == 0:
         with writing():
             write_json(out / "metrics.json", state.metrics())
