@@ -16,6 +16,7 @@ from pathlib import Path
 from string import Template
 
 from rationale_cli.data.readers.beer import ASPECTS as BEER_ASPECTS
+from rationale_cli.models.selectors import selector_class
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"  # one JSONL file per benchmark
@@ -450,7 +451,7 @@ def write_report() -> None:
         prose, rows, "beer_binary",
         ["aspect", "extractor, encoder", "remedy", "train reviews", "seed", "valid acc % (or MSE)", "decoding",
          "selected %", "P %", "R %", "F1 %", "acc % (or MSE)", "reference acc % (or MSE)"],
-        lambda r: [r["aspect"], f"{r['extractor']}{estimator(r)}, {r['encoder']}", remedy(r), f"{r['sizes']['train']:,}"
+        lambda r: [r["aspect"], f"{r['extractor']}{variant(r)}, {r['encoder']}", remedy(r), f"{r['sizes']['train']:,}"
                    + ("" if r["balanced"] else " (all)") + (", their ratings" if r.get("labels") == "score" else ""),
                    r["seed"], binary_task(r, "valid_"), r.get("decoding", "own"),
                    *(pct(r[key]) if r[key] is not None else "not tested"
@@ -483,9 +484,14 @@ def binary_task(row: dict, prefix: str = "") -> str:
     return pct(value) if metric == "accuracy" else f"{value:.4f}"
 
 
-def estimator(row: dict) -> str:
-    """A Bernoulli row's gradient estimator where it is not REINFORCE, in parentheses."""
-    return f" ({row['estimator']})" if row.get("estimator", "reinforce") != "reinforce" else ""
+def variant(row: dict) -> str:
+    """A row's gradient estimator where it is not REINFORCE (Bernoulli) and its augmented-Lagrangian
+    weight where it is not the extractor's default, in parentheses."""
+    parts = [row["estimator"]] if row.get("estimator", "reinforce") != "reinforce" else []
+    rho = row.get("lagrange_rho")
+    if rho is not None and rho != selector_class(row["extractor"]).Options().lagrange_rho:
+        parts.append(f"--lagrange-rho {rho:g}")
+    return f" ({', '.join(parts)})" if parts else ""
 
 
 def remedy(row: dict) -> str:

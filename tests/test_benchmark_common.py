@@ -59,12 +59,15 @@ def test_rows_go_to_their_benchmarks_file_and_the_report_reads_them_all(tmp_path
     assert report.load() == [rows[0], rows[2], rows[1]]  # file by file, each in the order appended
 
 
-def test_the_binary_table_names_a_bernoulli_rows_estimator_where_it_is_not_reinforce():
+def test_the_binary_table_names_an_estimator_and_a_lagrange_rho_that_are_not_the_defaults():
     report = load_script("report")
     rows = [{"extractor": "bernoulli", "estimator": "straight-through"}, {"extractor": "bernoulli",
                                                                           "estimator": "reinforce"},
-            {"extractor": "hardkuma"}]
-    assert [report.estimator(r) for r in rows] == [" (straight-through)", "", ""]
+            {"extractor": "hardkuma"}, {"extractor": "hardkuma", "lagrange_rho": 20.0},
+            {"extractor": "bernoulli", "lagrange_rho": 20.0}, {"extractor": "bernoulli", "lagrange_rho": 1.0,
+                                                               "estimator": "straight-through"}]
+    assert [report.variant(r) for r in rows] == [" (straight-through)", "", "", " (--lagrange-rho 20)", "",
+                                                 " (straight-through, --lagrange-rho 1)"]
 
 
 def test_the_binary_table_names_mcds_split_apart_from_plain_guidance():
