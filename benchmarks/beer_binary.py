@@ -251,7 +251,8 @@ def main() -> None:
                 test = json.loads(metrics_file.read_text())
             append_result({
                 "benchmark": "beer_binary", "protocol": "binary", "dataset": f"beer{aspect}", "aspect": aspect,
-                "extractor": args.extractor, **{key: config[key] for key in ("estimator", "lagrange_rho") if key in config},
+                "extractor": args.extractor,
+                **{key: config[key] for key in ("estimator", "lagrange_rho") if key in config},
                 "encoder": config["encoder"], "predictor_encoder": config.get("predictor_encoder") or config["encoder"],
                 "remedies": {key: config.get(key) for key in ("share_encoder", "generators", "guidance",
                                                                "separate_guidance", "predictor_lr")},
