@@ -190,6 +190,7 @@ def test_every_declared_search_space_is_valid_and_the_papers_ranges_are_there():
         assert "budget" not in space.names()
     assert Searched("tau", 0.1, 2.0) in search_space("topk").entries  # Paulus et al. D.6
     assert OneOf("coherence", (1e-4, 2e-4, 3e-4, 4e-4)) in search_space("hardkuma").entries  # Bastings et al. B.1
+    assert OneOf("lagrange_rho", (1.0, 20.0)) in search_space("hardkuma").entries  # the rate held on beer's classes
 
 
 def test_a_searched_option_that_clashes_with_a_fixed_one_is_left_out(data, tmp_path):
