@@ -4,20 +4,21 @@ Liu et al. 2023; MCD, Liu et al. 2023): each aspect's rating binarised, >= 0.6 p
 that aspect; precision, recall and F1 of the selected tokens against the annotation (micro, over
 every test token), as those papers report them.
 
-The papers' rows we compare with train on Lei et al.'s decorrelated aspect sets (tens of
-thousands of reviews each), which are not available here; their heldout parts are. For each aspect we binarise the 9,000 / 1,000 split of
-``reviews.aspectN.heldout.txt.gz`` that ``beer.py`` uses (the same fixed shuffle) and, as the
-papers' code does, balance both sides by keeping as many positive reviews as there are negative
-ones (the first ones of the shuffle; ``--no-balance`` keeps every training review): about 3,800 training and
-420 validation reviews for appearance. The test reviews are those of ``annotations.json`` whose
-rating for the aspect survives binarisation, every one scored, with its spans or without (969
-for appearance, 14 of them negative, 33 without spans). ``--train-size N`` trains on the first N
-of the balanced training reviews (a learning curve). ``--pooled`` adds every other heldout file's
-reviews to training, labelled with the aspect's rating (as ``beer.py --pooled`` does): 6,582
-balanced training reviews for appearance, whose negative reviews are the scarce class; with
-``--train-size N``, the first N/2 of each class. ``--labels score`` labels the same reviews with
-their ratings and trains by regression, the epoch and the decoding chosen on validation MSE: a
-diagnostic of what the binary label costs the rationale, outside the papers' protocol.
+The papers' rows we compare with train on Lei et al.'s decorrelated aspect sets (tens of thousands
+of reviews each), which are not available here; their heldout parts are. For each aspect we binarise
+the 9,000 / 1,000 split of ``reviews.aspectN.heldout.txt.gz`` that ``beer.py`` uses (the same fixed
+shuffle) and, as the papers' code does, balance both sides by keeping as many positive reviews as
+there are negative ones (the first ones of the shuffle; ``--no-balance`` keeps every training
+review): about 3,800 training and 420 validation reviews for appearance. The test reviews are those
+of ``annotations.json`` whose rating for the aspect survives binarisation, every one scored, with
+its spans or without (969 for appearance, 14 of them negative, 33 without spans). ``--train-size N``
+trains on the first N/2 training reviews of each class (a learning curve; before, the first N of the
+balanced reviews, in their shuffled order: 1,435 positive and 465 negative at 1,900 for appearance).
+``--pooled`` adds every other heldout file's reviews to training, labelled with the aspect's rating
+(as ``beer.py --pooled`` does): 6,582 balanced training reviews for appearance, whose negative
+reviews are the scarce class. ``--labels score`` labels the same reviews with their ratings and
+trains by regression, the epoch and the decoding chosen on validation MSE: a diagnostic of what the
+binary label costs the rationale, outside the papers' protocol.
 
 A configuration is chosen on the validation reviews (accuracy, the papers' choice of epoch and
 setting); the test reviews are read once per configuration. With ``--decodings`` each run's
@@ -121,16 +122,15 @@ def row_class(row: dict) -> str:
 def protocol_files(beer: Path, aspect: int, folder: Path, balance: bool, size: int | None,
                    pooled: bool = False, score: bool = False) -> dict:
     """The aspect's binary training, validation and test files in ``folder`` and their sizes;
-    ``pooled``: the training side from every heldout file (:func:`common.pooled_reviews`), ``size``
-    then its first ``size / 2`` reviews of each class; ``score``: every file labelled with the
-    rating, the reviews of the binary protocol kept."""
+    ``pooled``: the training side from every heldout file (:func:`common.pooled_reviews`); ``size``:
+    the first ``size / 2`` training reviews of each class (balanced), else the first ``size``;
+    ``score``: every file labelled with the rating, the reviews of the binary protocol kept."""
     if pooled:
         train, valid = pooled_reviews(beer, aspect)
-        train_rows = binarised(train, balance, size // 2 if size and balance else None, score)
     else:
         train, valid = split_validation(read_records(beer / f"reviews.aspect{aspect}.heldout.txt.gz", "beer",
                                                      aspect=aspect), 0.1)
-        train_rows = binarised(train, balance, score=score)
+    train_rows = binarised(train, balance, size // 2 if size and balance else None, score)
     valid_rows = binarised(valid, True, score=score)
     if size is not None:
         if not 0 < size <= len(train_rows):
@@ -187,10 +187,11 @@ def main() -> None:
                         help="--budget per aspect (default: the papers' rates, PAPER_RATES)")
     parser.add_argument("--no-balance", action="store_true",
                         help="train on every binarised training review (validation stays balanced)")
-    parser.add_argument("--train-size", type=int, default=None, help="train on the first N training reviews")
+    parser.add_argument("--train-size", type=int, default=None,
+                        help="train on the first N/2 training reviews of each class (the first N with --no-balance)")
     parser.add_argument("--pooled", action="store_true",
                         help="train on every heldout file's reviews (the aspect's rating), for a learning curve "
-                             "past the aspect's own 9,000 (with --train-size: the first N/2 of each class)")
+                             "past the aspect's own 9,000")
     parser.add_argument("--labels", choices=("class", "score"), default="class",
                         help="train on the binary class (the protocol) or on the same reviews' ratings, by "
                              "regression (a diagnostic of what the label costs the rationale; chosen on MSE)")

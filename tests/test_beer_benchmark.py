@@ -278,6 +278,12 @@ def test_the_binary_protocol_drops_middling_ratings_balances_training_and_keeps_
     assert files["sizes"]["train"] + files["sizes"]["valid"] < 60 * 9 / 10
     assert [(r["label"], r["rationale"]) for r in rows["test"]] == [("positive", [[0, 2]]), ("negative", []),
                                                                     ("positive", [[1, 3]])]
+    # --train-size N: the first N/2 of each class, in the balanced reviews' order
+    part = script.protocol_files(beer, 0, tmp_path / "part", balance=True, size=10)
+    kept = [json.loads(line) for line in part["train"].read_text().splitlines()]
+    assert [r["label"] for r in kept].count("negative") == 5 == len(kept) - 5
+    first = {r["id"] for c in ("positive", "negative") for r in [x for x in rows["train"] if x["label"] == c][:5]}
+    assert {r["id"] for r in kept} == first
     unbalanced = script.protocol_files(beer, 0, tmp_path / "all", balance=False, size=None)
     assert unbalanced["sizes"]["train"] == 60 * 9 // 10 * 9 // 10 and unbalanced["sizes"]["valid"] == files["sizes"]["valid"]
     # --labels score: the same reviews, each labelled with its rating
