@@ -451,8 +451,7 @@ def write_report() -> None:
         prose, rows, "beer_binary",
         ["aspect", "extractor, encoder", "remedy", "train reviews", "seed", "valid acc % (or MSE)", "decoding",
          "selected %", "P %", "R %", "F1 %", "acc % (or MSE)", "reference acc % (or MSE)"],
-        lambda r: [r["aspect"], f"{r['extractor']}{variant(r)}, {r['encoder']}", remedy(r), f"{r['sizes']['train']:,}"
-                   + ("" if r["balanced"] else " (all)") + (", their ratings" if r.get("labels") == "score" else ""),
+        lambda r: [r["aspect"], f"{r['extractor']}{variant(r)}, {r['encoder']}", remedy(r), train_reviews(r),
                    r["seed"], binary_task(r, "valid_"), r.get("decoding", "own"),
                    *(pct(r[key]) if r[key] is not None else "not tested"
                      for key in ("selection_rate", "precision", "recall", "f1")),
@@ -482,6 +481,16 @@ def binary_task(row: dict, prefix: str = "") -> str:
     if value is None:
         return "not tested" if prefix == "" else "-"
     return pct(value) if metric == "accuracy" else f"{value:.4f}"
+
+
+def train_reviews(row: dict) -> str:
+    """A beer_binary row's training reviews: how many, every one (not balanced), how many negative
+    where a balanced run's classes are not even (an early ``--train-size``), and whether ratings."""
+    negatives = (row.get("negatives") or {}).get("train")
+    uneven = row["balanced"] and negatives is not None and 2 * negatives != row["sizes"]["train"]
+    return (f"{row['sizes']['train']:,}" + ("" if row["balanced"] else " (all)")
+            + (f" ({negatives:,} negative)" if uneven else "")
+            + (", their ratings" if row.get("labels") == "score" else ""))
 
 
 def variant(row: dict) -> str:

@@ -74,3 +74,11 @@ def test_the_binary_table_names_mcds_split_apart_from_plain_guidance():
     report = load_script("report")
     assert report.remedy({"remedies": {"guidance": 1.0}}) == "MCD 1"
     assert report.remedy({"remedies": {"guidance": 1.0, "separate_guidance": True}}) == "MCD 1, separated"
+
+
+def test_the_binary_table_says_when_a_balanced_runs_training_classes_are_uneven():
+    report = load_script("report")
+    row = {"sizes": {"train": 1900}, "negatives": {"train": 465}, "balanced": True}
+    assert report.train_reviews(row) == "1,900 (465 negative)"
+    assert report.train_reviews({**row, "negatives": {"train": 950}}) == "1,900"
+    assert report.train_reviews({**row, "balanced": False, "labels": "score"}) == "1,900 (all), their ratings"
