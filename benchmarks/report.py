@@ -475,9 +475,11 @@ def others(correlations: list[float], aspect: int) -> str:
 
 
 def binary_task(row: dict, prefix: str = "") -> str:
-    """A beer_binary row's task figure: accuracy in points, or MSE for a run trained on the ratings."""
+    """A beer_binary row's task figure: accuracy in points, or MSE for a run trained on the ratings;
+    on validation, that of the decoding the row chose where it records each one's."""
     metric = "mse" if row.get("labels") == "score" else "accuracy"
-    value = row.get(prefix + metric)
+    chosen = (row.get("valid_by_decoding") or {}).get(row.get("decoding", "own"), {}) if prefix == "valid_" else {}
+    value = chosen.get(metric, row.get(prefix + metric))
     if value is None:
         return "not tested" if prefix == "" else "-"
     return pct(value) if metric == "accuracy" else f"{value:.4f}"

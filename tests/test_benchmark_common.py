@@ -82,3 +82,13 @@ def test_the_binary_table_says_when_a_balanced_runs_training_classes_are_uneven(
     assert report.train_reviews(row) == "1,900 (465 negative)"
     assert report.train_reviews({**row, "negatives": {"train": 950}}) == "1,900"
     assert report.train_reviews({**row, "balanced": False, "labels": "score"}) == "1,900 (all), their ratings"
+
+
+def test_the_binary_tables_validation_figure_is_that_of_the_decoding_the_row_chose():
+    report = load_script("report")
+    row = {"valid_accuracy": 0.819, "decoding": "rate", "accuracy": 0.8,
+           "valid_by_decoding": {"own": {"accuracy": 0.819}, "rate": {"accuracy": 0.8235}}}
+    assert report.binary_task(row, "valid_") == report.pct(0.8235)
+    assert report.binary_task({**row, "decoding": "own"}, "valid_") == report.pct(0.819)
+    assert report.binary_task({"valid_accuracy": 0.819}, "valid_") == report.pct(0.819)  # rows before the decodings
+    assert report.binary_task(row) == report.pct(0.8)
