@@ -101,7 +101,14 @@ def test_a_training_rate_the_multipliers_did_not_hold_is_warned(extractor, sampl
     assert bool(found) == warned
     if warned:
         assert f"sampled {100 * sampled:.1f}% of the training tokens" in found[0]
-        assert "target of 18.5%" in found[0] and "--lagrange-rho (this run: 1;" in found[0]
+        assert "target of 18.5%" in found[0] and "--lagrange-rho (this run: 1; 20 held" in found[0]
+
+
+def test_the_held_rate_warning_cites_rho_20_only_to_a_run_below_it():
+    config = from_values({"extractor": "bernoulli", "budget": 0.185})  # its default rho is 20
+    [warning] = ending_warnings(config, {"loss": 0.01, "selection_rate": 0.2}, Chance(1.0, None, "x"),
+                                config.rate_target(), 0.3)
+    assert warning.endswith("--lagrange-rho (this run: 20)")
 
 
 @pytest.mark.slow

@@ -122,9 +122,10 @@ def held_warning(config: TrainConfig, sampled: float | None, target: float | Non
     rho = getattr(config.options, "lagrange_rho", None)
     if target is None or sampled is None or rho is None or abs(sampled - target) <= HELD_SLACK:
         return None
+    evidence = "; 20 held beer's binary task within a point where 1 let it drift 12 points over" if rho < 20 else ""
     return (f"the kept epoch sampled {100 * sampled:.1f}% of the training tokens against a --budget target of "
             f"{100 * target:.1f}%: the multipliers did not hold the rate; try a larger --lagrange-rho (this run: "
-            f"{rho:g}; 20 held beer's binary task within a point where 1 let it drift 12 points over)")
+            f"{rho:g}{evidence})")
 
 
 def ending_warnings(config: TrainConfig, valid: dict, level: Chance, target: float | None,
