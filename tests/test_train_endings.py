@@ -89,7 +89,7 @@ def test_a_selection_rate_off_its_target_is_warned(rate, target, warned):
 
 @pytest.mark.parametrize("extractor, sampled, warned", [
     ("hardkuma", 0.30, True),     # beer's binary task: the task's pull 11.5 points over 18.5%
-    ("hardkuma", 0.15, True),     # under it by more than 3 points
+    ("hardkuma", 0.15, False),    # under it: a start (the demo's first epoch samples 7-10% at 13%)
     ("hardkuma", 0.205, False),   # within 3 points
     ("hardkuma", None, False),    # no training share known
     ("sparsemap", 0.30, False),   # holds no rate with multipliers

@@ -7,8 +7,9 @@ classification), or its accuracy below that of always predicting the training ma
 class. A decoded validation selection rate is off its target (the rate an extractor holds
 in training, :meth:`~rationale_cli.runs.config.TrainConfig.rate_target`) when it is more
 than :data:`RATE_SLACK` from it or more than :data:`RATE_FACTOR` times above or below it. The
-rate an extractor samples in training strays from its target when the kept epoch's share is
-more than :data:`HELD_SLACK` from it: its multipliers did not hold the rate.
+rate an extractor samples in training drifts over its target when the kept epoch's share is
+more than :data:`HELD_SLACK` above it: its multipliers did not hold the task's pull (under it is
+the start, where the first epochs sample a little under the target).
 """
 
 from __future__ import annotations
@@ -118,9 +119,9 @@ def rate_warning(config: TrainConfig, valid: dict, target: float | None) -> str 
 
 def held_warning(config: TrainConfig, sampled: float | None, target: float | None) -> str | None:
     """A warning when the kept epoch sampled a share ``sampled`` of the training tokens more than
-    :data:`HELD_SLACK` from the ``target`` its multipliers hold (None: no target, or nothing held)."""
+    :data:`HELD_SLACK` over the ``target`` its multipliers hold (None: no target, or nothing held)."""
     rho = getattr(config.options, "lagrange_rho", None)
-    if target is None or sampled is None or rho is None or abs(sampled - target) <= HELD_SLACK:
+    if target is None or sampled is None or rho is None or sampled - target <= HELD_SLACK:
         return None
     evidence = "; 20 held beer's binary task within a point where 1 let it drift 12 points over" if rho < 20 else ""
     return (f"the kept epoch sampled {100 * sampled:.1f}% of the training tokens against a --budget target of "
