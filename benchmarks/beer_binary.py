@@ -266,6 +266,7 @@ def main() -> None:
                 "epochs_run": len(trained["history"]), "train_seconds": round(seconds, 1),
                 "sizes": files["sizes"], "negatives": files["negatives"], "balanced": balance,
                 **({"pooled": True} if args.pooled else {}),
+                **({"balance_classes": True} if config.get("balance_classes") else {}),
                 "vectors": args.pretrained.name if args.pretrained else vectors_name(Path(vectors)),
                 "device": device_name(resolve_device(config["device"])),
                 **({"search": args.search} if args.search else {}),

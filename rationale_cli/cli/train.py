@@ -35,7 +35,8 @@ PANELS = {
               "share_encoder", "generators", "reference", "support", "support_sentences"),
     "Training": ("epochs", "batch_size", "lr", "weight_decay", "lr_decay", "lr_final", "lr_decay_epochs",
                  "pretrained_lr", "predictor_lr", "guidance", "separate_guidance", "supervise", "supervise_fraction",
-                 "clip", "patience", "keep", "rate_tolerance", "save_epochs", "time_limit", "seed", "device"),
+                 "balance_classes", "clip", "patience", "keep", "rate_tolerance", "save_epochs", "time_limit", "seed",
+                 "device"),
 }
 BUDGET_HELP = ("Rationale size: a share of each document's tokens (0.13) or a token count (10, or k=10), "
                "resolved per document.")

@@ -121,6 +121,8 @@ class TrainConfig:
                              "divergence; squared difference for scores; Huang et al. 2021; MCD), 0 = off.", low=0.0)
     separate_guidance: bool = option(False, "With {guidance}: the selector learns from the divergence alone, never the "
                                      "label, and the predictor from the task losses alone (MCD, Liu et al. 2023).")
+    balance_classes: bool = option(False, "Train each epoch on the rarest class and an equal fresh draw of "
+                                   "every other class (classification): unbalanced data, balanced epochs.")
     share_encoder: bool = option(False, "Against degeneration, one encoder for both sides: the predictor reads "
                                  "the rationale with the selector's (FR, Liu et al. 2022).")
     generators: int = option(1, "Against degeneration, N selectors feed the predictor in training, selector N at "
@@ -145,21 +147,19 @@ class TrainConfig:
                                "directory (each as large as model.safetensors), for `evaluate --epoch N`.")
     time_limit: float = option(0.0, "Minutes of training at most: no epoch is started that the slowest one "
                                "so far says would end later, 0 = off.", low=0.0)
-    reference: bool = option(True, "Also fit the full-text reference: a TF-IDF n-gram linear model on the whole "
-                             "text (logistic or ridge regression, chosen on the validation split), scored "
-                             "beside the model wherever the run is, to show what reading only the rationale "
-                             "costs.")
+    reference: bool = option(True, "Also fit the full-text reference: a TF-IDF n-gram linear model on the whole text "
+                             "(logistic or ridge regression, chosen on the validation split), scored beside the "
+                             "model wherever the run is, to show what reading only the rationale costs.")
     seed: int = option(0, "Random seed.", low=0)
     device: str = option("auto", "auto, cpu, cuda or cuda:N.")
     options: Options | None = None  # the extractor's own, declared by its selector
     supervised: int | None = None  # with supervise: how many training documents' gold was used (the trainer's count)
 
-    # the training options' search space (rationale_cli.models.search), shared by every extractor beside its
-    # own: the learning rate and weight decay of Paulus et al. (2020), appendix D.6 (learning
-    # rates from {1, 3, 5, 10, 30, 50, 100} x 1e-4, weight decay from {0, 1, 10, 100} x 1e-6),
-    # the dropout of Bastings et al. (2019), appendix B (0.1 to 0.5 over their tasks), the sizes
-    # of their encoders (Bastings's 200, Paulus's 100 filters, and a smaller one), and batches
-    # around the 64 measured best here
+    # the training options' search space (rationale_cli.models.search), shared by every extractor beside its own:
+    # the learning rate and weight decay of Paulus et al. (2020), appendix D.6 (learning rates from {1, 3, 5, 10,
+    # 30, 50, 100} x 1e-4, weight decay from {0, 1, 10, 100} x 1e-6), the dropout of Bastings et al. (2019),
+    # appendix B (0.1 to 0.5 over their tasks), the sizes of their encoders (Bastings's 200, Paulus's 100
+    # filters, and a smaller one), and batches around the 64 measured best here
     search_space: ClassVar[tuple] = (
         Searched("lr", 1e-4, 1e-2, log=True),
         OneOf("weight_decay", (0.0, 1e-6, 1e-5, 1e-4)),

@@ -22,7 +22,7 @@ from typing import Sequence
 import torch
 import torch.distributed as dist
 
-from rationale_cli.data.batching import Batch, length_batches, make_batch
+from rationale_cli.data.batching import Batch, balanced_draw, balanced_size, length_batches, make_batch
 from rationale_cli.data.records import Record
 from rationale_cli.data.vocab import Vocab
 from rationale_cli.models.ranks import all_ranks, distributed, world_size
@@ -211,6 +211,7 @@ class Fit:
     guidance: float = 0.0
     supervise: float = 0.0
     separate: bool = False
+    balance: bool = False
 
 
 def fit(
@@ -233,6 +234,7 @@ def fit(
     guidance: float = DEFAULTS["guidance"].default,
     supervise: float = DEFAULTS["supervise"].default,
     separate: bool = DEFAULTS["separate_guidance"].default,
+    balance: bool = DEFAULTS["balance_classes"].default,
     keep: Keep = Keep(),
     rng: random.Random | int = 0,
     callbacks: Sequence[Callback] = (),
@@ -245,8 +247,9 @@ def fit(
     orders the batches; ``lr_final`` below 1 decays the learning rate linearly over
     ``lr_decay_epochs`` (default: ``epochs``; :class:`LinearDecay`); ``guidance`` weighs full-text
     guidance (``separate``: MCD's separation) and ``supervise`` rationale supervision on the
-    documents of ``train`` with a gold rationale (:func:`training_loss`). The defaults are those
-    of ``rationale train``. With ``restore_best`` the model ends with the weights of its
+    documents of ``train`` with a gold rationale (:func:`training_loss`); with ``balance`` each
+    epoch is a class-balanced draw of ``train`` (:func:`~rationale_cli.data.batching.balanced_draw`).
+    The defaults are those of ``rationale train``. With ``restore_best`` the model ends with the weights of its
     best validation epoch by the ``keep`` rule (else with its last; ``state.best`` says
     which was best).
     Returns the final state; :class:`Diverged` when a value turns non-finite before any
@@ -263,11 +266,12 @@ def fit(
     device = next(model.parameters()).device
     processes = world_size()
     net = wrap(model, device)
-    batches = len(train) // (batch_size * processes) + (len(train) % (batch_size * processes) >= processes)
+    size = balanced_size(train) if balance else len(train)
+    batches = size // (batch_size * processes) + (size % (batch_size * processes) >= processes)
     schedule = LinearDecay(lr_final, (lr_decay_epochs or epochs) * batches) if lr_final < 1.0 else None
     run = Fit(model, vocab, task, optimizer, rng, device, epochs, batches, state or FitState(), callbacks, net,
               processes, rank(), keep=keep, schedule=schedule, guidance=guidance, supervise=supervise,
-              separate=separate)
+              separate=separate, balance=balance)
     state = run.state
     started, seconds_before = time.perf_counter(), state.train_seconds
     try:
@@ -325,7 +329,9 @@ def one_epoch(run: Fit, epoch: int, train: Sequence[Record], valid: Sequence[Rec
     sums: dict[str, torch.Tensor] = {}
     weights: dict[str, float] = {}  # documents behind each statistic's sum
     step = 0
-    for batch_records in length_batches(train, batch_size * run.processes, rng=run.rng, tables=run.model.table_bytes):
+    epoch_records = balanced_draw(train, run.rng) if run.balance else train
+    for batch_records in length_batches(epoch_records, batch_size * run.processes, rng=run.rng,
+                                        tables=run.model.table_bytes):
         if len(batch_records) < run.processes:  # a last batch too small to give every process a document
             continue
         step += 1

@@ -345,7 +345,7 @@ def trained(model: RationaleModel, vocab: Vocab, task: Task, train: list[Record]
         return fit(model, vocab, task, train, valid, optimizer, epochs=config.epochs, batch_size=config.batch_size,
                    clip=config.clip, lr_decay=config.lr_decay, lr_final=config.lr_final,
                    lr_decay_epochs=config.lr_decay_epochs, patience=config.patience, guidance=config.guidance,
-                   separate=config.separate_guidance,
+                   separate=config.separate_guidance, balance=config.balance_classes,
                    supervise=config.supervise, keep=config.keep_rule(), rng=rng, callbacks=callbacks, state=state)
     except Diverged as err:
         where = f"{out}: " if out is not None else ""
