@@ -17,7 +17,7 @@ import torch
 from rich.console import Console
 
 from rationale_cli.data import sources
-from rationale_cli.data.batching import documents_per_batch, model_length, model_tokens
+from rationale_cli.data.batching import balanced_size, documents_per_batch, model_length, model_tokens
 from rationale_cli.data.records import Record
 from rationale_cli.data.vectors import load_vectors
 from rationale_cli.data.vocab import Vocab
@@ -298,8 +298,9 @@ def train_run(
             encoders = f"{sides[1]} predictor"
         learns = "the predictor fitted in one pass" if linear else \
             f"{sum(p.numel() for p in params):,} trainable parameters"
+        balanced = f" (epochs of {balanced_size(train):,}, classes balanced)" if config.balance_classes else ""
         console.print(f"training {extractor} extractor, {encoders}, {task.name}: "
-                      f"{len(train):,} train / {len(valid):,} valid documents, vocabulary {len(vocab):,}, "
+                      f"{len(train):,} train{balanced} / {len(valid):,} valid documents, vocabulary {len(vocab):,}, "
                       f"{learns}, device {device}{processes}",
                       highlight=False)
         if config.supervise:
