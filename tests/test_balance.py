@@ -59,10 +59,10 @@ def rows(path, negatives: int, positives: int):
 def test_train_runs_balanced_epochs(tmp_path):
     train, valid = rows(tmp_path / "train.jsonl", 8, 56), rows(tmp_path / "valid.jsonl", 4, 4)
     result = cli("train", "--data", str(train), "--valid", str(valid), "--out", str(tmp_path / "run"), "--epochs", "2",
-                 "--batch-size", "4", "--balance-classes", "--no-reference", "--hidden-size", "8",
-                 "--embedding-dim", "8")
+                 "--batch-size", "4", "--balance-classes", "--hidden-size", "8", "--embedding-dim", "8")
     assert result.exit_code == 0, result.output
     assert "64 train (epochs of 16, classes balanced)" in result.output
+    assert "classes weighted" in result.output  # the full-text reference weighs them as the epochs do
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["balance_classes"] is True
 

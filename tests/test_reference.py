@@ -147,3 +147,29 @@ def test_no_reference_fits_none_and_replacing_a_run_removes_its_reference(demo_r
     assert not (out / JSON).exists() and not (out / ARRAYS).exists()
     metrics = rationale.load(out).evaluate("demo", faithfulness=False)
     assert "full_text_reference" not in metrics
+
+
+def noisy(n: int, negatives: int, seed: int) -> list[Record]:
+    """Documents whose class shows in one word that is right two times in three, among filler."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        label = "neg" if i < negatives else "pos"
+        cue = ("bad" if label == "neg" else "fine") if rng.random() < 2 / 3 else ("fine" if label == "neg" else "bad")
+        out.append(Record(f"n{seed}-{i}", [rng.choice(FILLER) for _ in range(8)] + [cue], label))
+    return out
+
+
+def test_classes_weighted_for_balanced_epochs_predict_the_rare_class_as_often(tmp_path):
+    """On training data of one negative in ten, the reference of a --balance-classes run weighs the
+    classes equally: on balanced validation it predicts 'neg' for about half the documents,
+    where the unweighted fit predicts the common class nearly always; it is saved as such."""
+    train, valid, task = noisy(400, 40, 0), noisy(200, 100, 1), Classification(["neg", "pos"])
+    plain, weighted = fit_reference(train, valid, task), fit_reference(train, valid, task, balanced=True)
+    share = {name: np.mean([p == "neg" for p in ref.predict(valid)]) for name, ref in (("plain", plain),
+                                                                                      ("weighted", weighted))}
+    assert share["plain"] < 0.15 and 0.3 < share["weighted"] < 0.7
+    assert weighted.valid["value"] > plain.valid["value"]
+    assert "classes weighted" in weighted.setting and "classes weighted" not in plain.setting
+    save_reference(tmp_path, weighted)
+    assert load_reference(tmp_path).balanced and load_reference(tmp_path).setting == weighted.setting

@@ -41,10 +41,10 @@ def ngrams(tokens: Sequence[str], longest: int) -> list[str]:
     return [" ".join(words[i:i + n]) for n in range(1, longest + 1) for i in range(len(words) - n + 1)]
 
 
-def setting_name(kind: str, longest: int, strength: float) -> str:
+def setting_name(kind: str, longest: int, strength: float, balanced: bool = False) -> str:
     """A linear n-gram model's setting in words, e.g. 'TF-IDF 1-2-grams, logistic regression, C=10'."""
     words = "words" if longest == 1 else f"1-{longest}-grams"
-    return f"TF-IDF {words}, {NAMES[kind]}, {PARAMETER[kind]}={strength:g}"
+    return f"TF-IDF {words}, {NAMES[kind]}, {PARAMETER[kind]}={strength:g}{', classes weighted' if balanced else ''}"
 
 
 def main_metric(task: Task) -> str:
@@ -72,11 +72,12 @@ class Reference:
     valid: dict = field(default_factory=dict)  # {"metric", "value", "documents"} of the chosen setting
     tried: list[dict] = field(default_factory=list)  # every setting and its validation value
     sublinear: bool = True  # term frequencies as 1 + log tf (False: raw counts)
+    balanced: bool = False  # each class's documents weighted inversely to its frequency in the fit
 
     @property
     def setting(self) -> str:
         """What the reference is, for a table or a line."""
-        return setting_name(self.kind, self.longest, self.strength)
+        return setting_name(self.kind, self.longest, self.strength, self.balanced)
 
     def features(self, records: Sequence[Record]):
         """The TF-IDF matrix of the records, [N, F] sparse (l2-normalised rows, as fitted)."""
@@ -159,7 +160,7 @@ class Reference:
         """What ``reference.json`` and ``reference.safetensors`` hold (:func:`from_files` reads them)."""
         return ({"format": FORMAT, "kind": self.kind, "longest_ngram": self.longest, "strength": self.strength,
                  "classes": self.classes, "setting": self.setting, "valid": self.valid, "tried": self.tried,
-                 "sublinear": self.sublinear, "vocabulary": self.vocabulary},
+                 "sublinear": self.sublinear, "balanced": self.balanced, "vocabulary": self.vocabulary},
                 {"idf": self.idf, "weights": self.weights, "bias": self.bias})
 
 
@@ -168,7 +169,7 @@ def from_files(data: dict, arrays: dict[str, np.ndarray]) -> Reference:
     TypeError where they are not such a reference."""
     reference = Reference(data["kind"], int(data["longest_ngram"]), float(data["strength"]), data["vocabulary"],
                           arrays["idf"], arrays["weights"], arrays["bias"], data["classes"], data["valid"],
-                          data["tried"], bool(data.get("sublinear", True)))
+                          data["tried"], bool(data.get("sublinear", True)), bool(data.get("balanced", False)))
     if data.get("format") != FORMAT or reference.kind not in STRENGTHS or \
             reference.weights.shape[1:] != (len(reference.vocabulary),):
         raise ValueError("not a full-text reference this rationale-cli reads")
@@ -210,10 +211,13 @@ def check_linear_predictor(general: dict) -> None:
         raise UserError(f"--guidance trains a predictor by gradients; the {LINEAR} predictor is fitted in one pass")
 
 
-def fit_reference(train: Sequence[Record], valid: Sequence[Record], task: Task, sublinear: bool = True) -> Reference:
+def fit_reference(train: Sequence[Record], valid: Sequence[Record], task: Task, sublinear: bool = True,
+                  balanced: bool = False) -> Reference:
     """The reference of every n-gram range and strength, each fitted on ``train``; the one
     best on ``valid`` (the first of equals: the shorter n-grams and the stronger penalty).
-    ``sublinear``: term frequencies as 1 + log tf (the default, measured best), else raw counts."""
+    ``sublinear``: term frequencies as 1 + log tf (the default, measured best), else raw counts;
+    ``balanced`` (a classification run's ``--balance-classes``): each class weighted inversely
+    to its frequency, as the run's balanced epochs weigh them."""
     try:
         from sklearn.feature_extraction.text import TfidfVectorizer
         from sklearn.linear_model import LogisticRegression, Ridge
@@ -222,6 +226,7 @@ def fit_reference(train: Sequence[Record], valid: Sequence[Record], task: Task, 
                         "or train with --no-reference") from None
 
     kind = "logistic" if isinstance(task, Classification) else "ridge"
+    balanced = balanced and kind == "logistic"
     metric = main_metric(task)
     targets = [str(r.label) if kind == "logistic" else float(r.label) for r in train]
     best: Reference | None = None
@@ -232,13 +237,14 @@ def fit_reference(train: Sequence[Record], valid: Sequence[Record], task: Task, 
         features = vectorizer.fit_transform(train)
         vocabulary = sorted(vectorizer.vocabulary_, key=vectorizer.vocabulary_.get)
         for strength in STRENGTHS[kind]:
-            model = (LogisticRegression(C=strength, max_iter=2000) if kind == "logistic"
+            weighted = "balanced" if balanced else None
+            model = (LogisticRegression(C=strength, max_iter=2000, class_weight=weighted) if kind == "logistic"
                      else Ridge(alpha=strength)).fit(features, targets)
             weights = np.atleast_2d(model.coef_).astype(np.float32)
             bias = np.atleast_1d(np.asarray(model.intercept_, dtype=np.float32))
             classes = [str(c) for c in model.classes_] if kind == "logistic" else None
             candidate = Reference(kind, longest, strength, vocabulary, vectorizer.idf_.astype(np.float32),
-                                  weights, bias, classes, sublinear=sublinear)
+                                  weights, bias, classes, sublinear=sublinear, balanced=balanced)
             value = candidate.score(valid, task)
             tried.append({"longest_ngram": longest, PARAMETER[kind]: strength, metric: value})
             if best is None or (value is not None and better(metric, value, best.valid["value"])):

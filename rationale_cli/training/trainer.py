@@ -199,7 +199,7 @@ def run_reference(config: TrainConfig, train: list[Record], valid: list[Record],
         return None
     if resume and out is not None and (out / REFERENCE[0]).is_file():
         return load_reference(out)
-    reference = fitted if fitted is not None else fit_reference(train, valid, task)
+    reference = fitted if fitted is not None else fit_reference(train, valid, task, balanced=config.balance_classes)
     if out is not None:
         with writing():
             save_reference(out, reference)
