@@ -486,11 +486,13 @@ def binary_task(row: dict, prefix: str = "") -> str:
 
 
 def train_reviews(row: dict) -> str:
-    """A beer_binary row's training reviews: how many, every one (not balanced), how many negative
-    where a balanced run's classes are not even (an early ``--train-size``), and whether ratings."""
+    """A beer_binary row's training reviews: how many, every one (not balanced; each epoch balanced
+    with ``--balance-classes``), how many negative where a balanced run's classes are not even (an
+    early ``--train-size``), and whether ratings."""
     negatives = (row.get("negatives") or {}).get("train")
     uneven = row["balanced"] and negatives is not None and 2 * negatives != row["sizes"]["train"]
-    return (f"{row['sizes']['train']:,}" + ("" if row["balanced"] else " (all)")
+    every = " (all, balanced epochs)" if row.get("balance_classes") else " (all)"
+    return (f"{row['sizes']['train']:,}" + ("" if row["balanced"] else every)
             + (f" ({negatives:,} negative)" if uneven else "")
             + (", their ratings" if row.get("labels") == "score" else ""))
 

@@ -82,6 +82,7 @@ def test_the_binary_table_says_when_a_balanced_runs_training_classes_are_uneven(
     assert report.train_reviews(row) == "1,900 (465 negative)"
     assert report.train_reviews({**row, "negatives": {"train": 950}}) == "1,900"
     assert report.train_reviews({**row, "balanced": False, "labels": "score"}) == "1,900 (all), their ratings"
+    assert report.train_reviews({**row, "balanced": False, "balance_classes": True}) == "1,900 (all, balanced epochs)"
 
 
 def test_the_binary_tables_validation_figure_is_that_of_the_decoding_the_row_chose():
