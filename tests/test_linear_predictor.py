@@ -166,6 +166,7 @@ def test_predictions_are_ridge_regression_on_the_rationale_s_text(fitted_on):
 @pytest.mark.parametrize("options, line", [
     (["--predictor-encoder", "linear"], "give --support RUN"),
     (["--support", "reference", "--predictor-encoder", "linear", "--guidance", "1"], "fitted in one pass"),
+    (["--support", "reference", "--predictor-encoder", "linear", "--balance-classes"], "--balance-classes trains"),
     (["--selector-encoder", "linear"], "linear"),
 ])
 def test_the_linear_predictor_goes_with_a_fixed_support_only(tmp_path, options, line):

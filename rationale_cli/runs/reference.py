@@ -22,6 +22,7 @@ import numpy as np
 from rationale_cli.data.batching import model_tokens
 from rationale_cli.data.records import Record
 from rationale_cli.models.architectures import LINEAR
+from rationale_cli.runs.flags import flag_of
 from rationale_cli.runs.task import Classification, Task
 from rationale_cli.runtime.errors import UserError
 
@@ -201,14 +202,16 @@ def support_extractor(general: dict, given: set[str] | None, extractor: str) -> 
 def check_linear_predictor(general: dict) -> None:
     """One error line where the checked training options ``general`` ask for the ``linear``
     predictor (:mod:`rationale_cli.models.encoders.tfidf`) without a fixed support to fit it on,
-    or with full-text guidance, which trains a predictor by gradients."""
+    or with full-text guidance or balanced epochs, which train a predictor by gradients."""
     if general.get("predictor_encoder") != LINEAR:
         return
     if not general.get("support"):
         raise UserError(f"--predictor-encoder {LINEAR} is fitted on a fixed selector's rationales, not trained "
                         f"beside a selector: give --support RUN (or {REFERENCE_SUPPORT})")
-    if general.get("guidance"):
-        raise UserError(f"--guidance trains a predictor by gradients; the {LINEAR} predictor is fitted in one pass")
+    for flag in ("guidance", "balance_classes"):
+        if general.get(flag):
+            raise UserError(f"{flag_of(flag)} trains a predictor by gradients; the {LINEAR} predictor is fitted in "
+                            "one pass")
 
 
 def fit_reference(train: Sequence[Record], valid: Sequence[Record], task: Task, sublinear: bool = True,
