@@ -249,9 +249,9 @@ def fit(
     guidance (``separate``: MCD's separation) and ``supervise`` rationale supervision on the
     documents of ``train`` with a gold rationale (:func:`training_loss`); with ``balance`` each
     epoch is a class-balanced draw of ``train`` (:func:`~rationale_cli.data.batching.balanced_draw`).
-    The defaults are those of ``rationale train``. With ``restore_best`` the model ends with the weights of its
-    best validation epoch by the ``keep`` rule (else with its last; ``state.best`` says
-    which was best).
+    The defaults are those of ``rationale train``. With ``restore_best`` the model ends with the
+    weights of its best validation epoch by the ``keep`` rule (else with its last; ``state.best``
+    says which was best).
     Returns the final state; :class:`Diverged` when a value turns non-finite before any
     epoch finished (later, training stops and keeps the best epoch so far). Called by
     every process of a distributed run (a torch.distributed process group, see

@@ -271,6 +271,7 @@ def train_run(
     else:
         config, vocab, task, model, fitted = new_model(config, train, valid, console if writer else None, device,
                                                        selector)
+    epoch_size = balanced_size(train) if config.balance_classes else None  # a score's error before anything is written
     if out is not None and writer and not resume:
         start_run_directory(out, config, vocab, task)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -298,7 +299,7 @@ def train_run(
             encoders = f"{sides[1]} predictor"
         learns = "the predictor fitted in one pass" if linear else \
             f"{sum(p.numel() for p in params):,} trainable parameters"
-        balanced = f" (epochs of {balanced_size(train):,}, classes balanced)" if config.balance_classes else ""
+        balanced = f" (epochs of {epoch_size:,}, classes balanced)" if epoch_size else ""
         console.print(f"training {extractor} extractor, {encoders}, {task.name}: "
                       f"{len(train):,} train{balanced} / {len(valid):,} valid documents, vocabulary {len(vocab):,}, "
                       f"{learns}, device {device}{processes}",
