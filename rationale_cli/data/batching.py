@@ -145,28 +145,32 @@ def make_batch(records: Sequence[Record], vocab: Vocab, task=None, device: str |
     return batch
 
 
+def by_class(records: Sequence[Record]) -> dict[str, list[Record]]:
+    """The documents of each class, in their order; one error line for a document without a class
+    name (a score, or no label), which ``--balance-classes`` cannot balance."""
+    classes: dict[str, list[Record]] = {}
+    for record in records:
+        if not isinstance(record.label, str):
+            raise UserError(f"{record.where}: --balance-classes balances classes, but this document's label is "
+                            f"{record.label!r}, not a class name")
+        classes.setdefault(record.label, []).append(record)
+    return classes
+
+
 def balanced_draw(records: Sequence[Record], rng: random.Random) -> list[Record]:
     """Every document of the rarest class and a fresh draw (with ``rng``, without replacement) of
     as many of each other class: one epoch of ``--balance-classes``, so unbalanced data trains
     on balanced epochs and, over the epochs, on every document."""
-    classes: dict[object, list[Record]] = {}
-    for record in records:
-        classes.setdefault(record.label, []).append(record)
+    classes = by_class(records)
     fewest = min(len(members) for members in classes.values())
     return list(chain.from_iterable(members if len(members) == fewest else rng.sample(members, fewest)
                                     for members in classes.values()))
 
 
 def balanced_size(records: Sequence[Record]) -> int:
-    """How many documents :func:`balanced_draw` gives: the rarest class's count, once per class;
-    one error line for a document without a class name (a score, or no label)."""
-    counts: dict[object, int] = {}
-    for record in records:
-        if not isinstance(record.label, str):
-            raise UserError(f"{record.where}: --balance-classes balances classes, but this document's label is "
-                            f"{record.label!r}, not a class name")
-        counts[record.label] = counts.get(record.label, 0) + 1
-    return len(counts) * min(counts.values())
+    """How many documents :func:`balanced_draw` gives: the rarest class's count, once per class."""
+    classes = by_class(records)
+    return len(classes) * min(len(members) for members in classes.values())
 
 
 def length_batches(records: Sequence[Record], batch_size: int, *, rng: random.Random | None = None,

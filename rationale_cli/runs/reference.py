@@ -229,7 +229,7 @@ def fit_reference(train: Sequence[Record], valid: Sequence[Record], task: Task, 
                         "or train with --no-reference") from None
 
     kind = "logistic" if isinstance(task, Classification) else "ridge"
-    balanced = balanced and kind == "logistic"
+    weighted = "balanced" if balanced and kind == "logistic" else None
     metric = main_metric(task)
     targets = [str(r.label) if kind == "logistic" else float(r.label) for r in train]
     best: Reference | None = None
@@ -240,14 +240,13 @@ def fit_reference(train: Sequence[Record], valid: Sequence[Record], task: Task, 
         features = vectorizer.fit_transform(train)
         vocabulary = sorted(vectorizer.vocabulary_, key=vectorizer.vocabulary_.get)
         for strength in STRENGTHS[kind]:
-            weighted = "balanced" if balanced else None
             model = (LogisticRegression(C=strength, max_iter=2000, class_weight=weighted) if kind == "logistic"
                      else Ridge(alpha=strength)).fit(features, targets)
             weights = np.atleast_2d(model.coef_).astype(np.float32)
             bias = np.atleast_1d(np.asarray(model.intercept_, dtype=np.float32))
             classes = [str(c) for c in model.classes_] if kind == "logistic" else None
             candidate = Reference(kind, longest, strength, vocabulary, vectorizer.idf_.astype(np.float32),
-                                  weights, bias, classes, sublinear=sublinear, balanced=balanced)
+                                  weights, bias, classes, sublinear=sublinear, balanced=weighted is not None)
             value = candidate.score(valid, task)
             tried.append({"longest_ngram": longest, PARAMETER[kind]: strength, metric: value})
             if best is None or (value is not None and better(metric, value, best.valid["value"])):
