@@ -23,9 +23,10 @@ binary label costs the rationale, outside the papers' protocol.
 A configuration is chosen on the validation reviews (accuracy, the papers' choice of epoch and
 setting); the test reviews are read once per configuration. With ``--decodings`` each run's
 validation reviews are decoded each way given (``own``: the extractor's; ``rate``: each review
-at the rate, ``evaluate --rate``; ``sentences``: in whole sentences, ``evaluate --sentences``;
-``rate-sentences``: both) and the test reviews the way of best validation accuracy (the first
-given on a tie). Each run appends one row to
+at the rate, ``evaluate --rate``; ``rate-corpus``: the reviews together at the rate, each as
+much as its scores earn, ``evaluate --rate --rate-over corpus``; ``sentences``: in whole
+sentences, ``evaluate --sentences``; ``rate-sentences``: both) and the test reviews the way of
+best validation accuracy (the first given on a tie). Each run appends one row to
 benchmarks/results/ with ``protocol: binary``.
 
     python benchmarks/beer_binary.py --extractor hardkuma --aspects 0 --seeds 0 1 2 \\
@@ -149,8 +150,8 @@ def protocol_files(beer: Path, aspect: int, folder: Path, balance: bool, size: i
     }
 
 
-DECODINGS = {"own": (), "rate": ("--rate", "{rate}"), "sentences": ("--sentences",),
-             "rate-sentences": ("--rate", "{rate}", "--sentences")}
+DECODINGS = {"own": (), "rate": ("--rate", "{rate}"), "rate-corpus": ("--rate", "{rate}", "--rate-over", "corpus"),
+             "sentences": ("--sentences",), "rate-sentences": ("--rate", "{rate}", "--sentences")}
 
 
 def decoded(name: str, rate: float) -> list[str]:
