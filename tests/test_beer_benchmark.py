@@ -315,3 +315,20 @@ def test_the_pooled_binary_protocol_trains_on_every_heldout_file_and_takes_half_
     part = script.protocol_files(beer, 0, tmp_path / "part", balance=True, size=10, pooled=True)
     labels = [json.loads(line)["label"] for line in part["train"].read_text().splitlines()]
     assert labels.count("positive") == labels.count("negative") == 5
+
+
+def test_every_binary_decoding_is_one_evaluate_accepts_and_the_best_validation_score_is_chosen(tmp_path):
+    from typer.testing import CliRunner
+
+    from rationale_cli.cli import app
+    run = tmp_path / "run"
+    result = CliRunner().invoke(app, ["train", "--data", "demo", "--out", str(run), "--epochs", "1", "--encoder",
+                                      "cnn", "--extractor", "attention", "--embedding-dim", "8", "--hidden-size", "8"])
+    assert result.exit_code == 0, result.output
+    script = load_script("beer_binary")
+    names = list(script.DECODINGS)
+    chosen, scores = script.chosen_decoding(run, Path("demo"), names, 0.2, reuse=False, metric="mse")  # demo: ratings
+    assert set(scores) == set(names) and all((run / f"valid_metrics-{name}.json").is_file() for name in names)
+    assert scores[chosen]["mse"] == min(score["mse"] for score in scores.values())
+    assert all(abs(scores[name]["selection_rate"] - 0.2) < 0.01 for name in ("rate", "rate-corpus"))
+    assert abs(scores["own"]["selection_rate"] - 0.2) > 0.01  # the rate decodings moved it there
