@@ -9,7 +9,7 @@ import pytest
 from rationale_cli.data.readers import read_records
 from rationale_cli.data.word2vec import distinct_texts
 from rationale_cli.training.trainer import split_validation
-from tests.helpers import load_script
+from tests.helpers import load_script, trained_on_part_of_demo
 
 
 def write_heldout(folder: Path, aspect: int, reviews: list[tuple[list[float], str]]) -> None:
@@ -318,13 +318,8 @@ def test_the_pooled_binary_protocol_trains_on_every_heldout_file_and_takes_half_
 
 
 def test_every_binary_decoding_is_one_evaluate_accepts_and_the_best_validation_score_is_chosen(tmp_path):
-    from typer.testing import CliRunner
-
-    from rationale_cli.cli import app
     run = tmp_path / "run"
-    result = CliRunner().invoke(app, ["train", "--data", "demo", "--out", str(run), "--epochs", "1", "--encoder",
-                                      "cnn", "--extractor", "attention", "--embedding-dim", "8", "--hidden-size", "8"])
-    assert result.exit_code == 0, result.output
+    trained_on_part_of_demo(run, extractor="attention", reference=False)
     script = load_script("beer_binary")
     names = list(script.DECODINGS)
     chosen, scores = script.chosen_decoding(run, Path("demo"), names, 0.2, reuse=False, metric="mse")  # demo: ratings
