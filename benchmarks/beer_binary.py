@@ -56,6 +56,7 @@ from common import (
 from report import write_report
 
 from rationale_cli.data.readers import read_records
+from rationale_cli.models.selectors import option_specs
 from rationale_cli.runtime.devices import resolve_device
 from rationale_cli.training.trainer import split_validation
 
@@ -226,10 +227,12 @@ def main() -> None:
                    f"{f'-n{args.train_size}' if args.train_size else ''}")
         files = protocol_files(data / "beer", aspect, runs / f"binary-a{aspect}{variant}", balance, args.train_size,
                                args.pooled, score)
+        # sparse attention has no budget: its support is its own; the rate decodings still hold the rate
+        budget = ("--budget", str(rate)) if "budget" in option_specs(args.extractor) else ()
         for seed in args.seeds:
             run = runs / f"{args.extractor}-{args.encoder}-a{aspect}-r{rate:g}-s{seed}-{options}{variant}"
             train_args = ("train", "--data", str(files["train"]), "--valid", str(files["valid"]), *words,
-                          "--encoder", args.encoder, "--extractor", args.extractor, "--budget", str(rate),
+                          "--encoder", args.encoder, "--extractor", args.extractor, *budget,
                           "--seed", str(seed), "--out", str(run), "--force", *extra)
             if args.evaluate_only:
                 if not (run / "metrics.json").is_file():
