@@ -178,6 +178,12 @@ def chosen_decoding(run: Path, valid: Path, names: list[str], rate: float, reuse
     return best, scores
 
 
+def budget_options(extractor: str, rate: float) -> tuple[str, ...]:
+    """``--budget RATE`` for an extractor that takes one; none for sparse attention, whose support
+    size is its own (the ``rate`` decodings still hold the rate at test time)."""
+    return ("--budget", str(rate)) if "budget" in option_specs(extractor) else ()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data-dir", default="../shared/data", help="folder holding beer/ and glove_6B_50d_subset/")
@@ -227,8 +233,7 @@ def main() -> None:
                    f"{f'-n{args.train_size}' if args.train_size else ''}")
         files = protocol_files(data / "beer", aspect, runs / f"binary-a{aspect}{variant}", balance, args.train_size,
                                args.pooled, score)
-        # sparse attention has no budget: its support is its own; the rate decodings still hold the rate
-        budget = ("--budget", str(rate)) if "budget" in option_specs(args.extractor) else ()
+        budget = budget_options(args.extractor, rate)
         for seed in args.seeds:
             run = runs / f"{args.extractor}-{args.encoder}-a{aspect}-r{rate:g}-s{seed}-{options}{variant}"
             train_args = ("train", "--data", str(files["train"]), "--valid", str(files["valid"]), *words,

@@ -327,3 +327,9 @@ def test_every_binary_decoding_is_one_evaluate_accepts_and_the_best_validation_s
     assert scores[chosen]["mse"] == min(score["mse"] for score in scores.values())
     assert all(abs(scores[name]["selection_rate"] - 0.2) < 0.01 for name in ("rate", "rate-corpus"))
     assert abs(scores["own"]["selection_rate"] - 0.2) > 0.01  # the rate decodings moved it there
+
+
+def test_the_binary_protocol_gives_a_budget_only_to_extractors_that_take_one():
+    script = load_script("beer_binary")
+    assert script.budget_options("hardkuma", 0.185) == ("--budget", "0.185")
+    assert script.budget_options("sparse-attention", 0.185) == ()  # its support size is its own
