@@ -164,12 +164,13 @@ def test_predictions_are_ridge_regression_on_the_rationale_s_text(fitted_on):
 
 
 @pytest.mark.parametrize("options, line", [
-    (["--predictor-encoder", "linear"], "give --support RUN"),
+    (["--predictor-encoder", "linear", "--no-reference"], "train without --no-reference"),
+    (["--predictor-encoder", "linear", "--guidance", "1"], "the full-text reference, fixed"),
     (["--support", "reference", "--predictor-encoder", "linear", "--guidance", "1"], "fitted in one pass"),
     (["--support", "reference", "--predictor-encoder", "linear", "--balance-classes"], "--balance-classes trains"),
     (["--selector-encoder", "linear"], "linear"),
 ])
-def test_the_linear_predictor_goes_with_a_fixed_support_only(tmp_path, options, line):
+def test_the_linear_predictor_refuses_what_it_cannot_do(tmp_path, options, line):
     result = invoke("train", "--data", "demo", "--out", tmp_path / "run", *options)
     assert result.exit_code != 0 and line in result.output and "Traceback" not in result.output
     assert not (tmp_path / "run" / "config.json").exists()

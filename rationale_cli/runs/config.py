@@ -67,8 +67,8 @@ class TrainConfig:
     selector_encoder: str | None = option(None, "The selector's encoder, when it differs from the predictor's "
                                           "(with a linear output layer).", choices=SIDES, default_text="{encoder}'s")
     predictor_encoder: str | None = option(None, "The predictor's encoder, when it differs from the selector's "
-                                           "(with a linear output layer). linear, with {support}: a TF-IDF n-gram "
-                                           "linear model fitted in one pass on the support's rationales.",
+                                           "(with a linear output layer). linear: a TF-IDF n-gram model fitted on "
+                                           "{support}'s rationales, or without one the full-text reference, fixed.",
                                            choices=PREDICTOR_SIDES, default_text="{encoder}'s")
     pretrained: str | None = option(None, "The transformer of an hf encoder: a local folder (config, weights and "
                                     "tokenizer files; works offline) or a Hugging Face hub name.",

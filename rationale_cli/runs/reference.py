@@ -201,17 +201,24 @@ def support_extractor(general: dict, given: set[str] | None, extractor: str) -> 
 
 def check_linear_predictor(general: dict) -> None:
     """One error line where the checked training options ``general`` ask for the ``linear``
-    predictor (:mod:`rationale_cli.models.encoders.tfidf`) without a fixed support to fit it on,
-    or with full-text guidance or balanced epochs, which train a predictor by gradients."""
+    predictor (:mod:`rationale_cli.models.encoders.tfidf`) with what it cannot do: fitted on a
+    fixed support's rationales, it takes no full-text guidance and no balanced epochs (they train a
+    predictor by gradients); without a support it is the full-text reference itself, fixed, so it
+    needs the reference and takes no guidance either."""
     if general.get("predictor_encoder") != LINEAR:
         return
-    if not general.get("support"):
-        raise UserError(f"--predictor-encoder {LINEAR} is fitted on a fixed selector's rationales, not trained "
-                        f"beside a selector: give --support RUN (or {REFERENCE_SUPPORT})")
-    for flag in ("guidance", "balance_classes"):
-        if general.get(flag):
-            raise UserError(f"{flag_of(flag)} trains a predictor by gradients; the {LINEAR} predictor is fitted in "
-                            "one pass")
+    if general.get("support"):
+        asked = [flag for flag in ("guidance", "balance_classes") if general.get(flag)]
+        why = f"the {LINEAR} predictor is fitted in one pass"
+    else:
+        if not general.get("reference", True):
+            raise UserError(f"--predictor-encoder {LINEAR} without --support reads the rationale with the full-text "
+                            "reference itself; train without --no-reference (or give --support RUN to fit it on a "
+                            "run's rationales)")
+        asked = [flag for flag in ("guidance",) if general.get(flag)]
+        why = f"without --support the {LINEAR} predictor is the full-text reference, fixed"
+    if asked:
+        raise UserError(f"{flag_of(asked[0])} trains a predictor by gradients; {why}")
 
 
 def fit_reference(train: Sequence[Record], valid: Sequence[Record], task: Task, sublinear: bool = True,

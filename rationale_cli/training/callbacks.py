@@ -9,15 +9,29 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from rationale_cli.runs.config import TrainConfig
+from rationale_cli.runs.reference import REFERENCE_SUPPORT
 from rationale_cli.runs.run_directory import COMPLETE, save_weights, write_json
 from rationale_cli.runtime.signals import writing
 from rationale_cli.training.checkpoint import save_checkpoint
+from rationale_cli.training.linear_predictor import reads_with_reference
 from rationale_cli.training.loop import Callback, Epoch, Fit
 
 # training statistics that are shares of the tokens (shown in percent), and the ones
 # shown on the epoch line without --verbose (rationale supervision's loss where there is one)
 SHARES = ("selected", "exact_one", "expected_l0", "transitions", "expected_transitions", "exact")
 MAIN_STATS = ("selected", "supervision")
+
+
+def encoders_in_words(config: TrainConfig) -> str:
+    """The run's encoders for its first line: one on both sides, the selector's and the predictor's,
+    the predictor's alone (``--support reference``) or the selector's reading for the reference."""
+    selector, predictor = config.selector_encoder or config.encoder, config.predictor_encoder or config.encoder
+    if config.support == REFERENCE_SUPPORT:
+        return f"{predictor} predictor"
+    if reads_with_reference(config):
+        return f"{selector} selector, the full-text reference as its fixed predictor"
+    return f"{selector} encoder" if selector == predictor else f"{selector} selector, {predictor} predictor"
 
 
 class RunDirectory(Callback):

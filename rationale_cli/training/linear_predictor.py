@@ -11,6 +11,10 @@ and the one best on the validation rationales (the task metric; the first of equ
 rationales alone, the shorter n-grams and the stronger penalty) is kept. Bigrams are those inside
 the training rationales either way. The whole fit is the run's one "epoch": its line and
 ``metrics.json`` read as any run's.
+
+Without a support the linear predictor is the full-text reference itself, fixed
+(:func:`from_reference`), and a selector is trained by gradients to choose what it reads: the
+TF-IDF features are differentiable in a relaxed gate.
 """
 
 from __future__ import annotations
@@ -27,10 +31,11 @@ from torch import Tensor
 
 from rationale_cli.data.records import Record
 from rationale_cli.data.vocab import Vocab
+from rationale_cli.models.architectures import LINEAR
 from rationale_cli.models.encoders.tfidf import FIRST_WORD, TfidfLinear, sublinear
 from rationale_cli.models.model import RationaleModel
 from rationale_cli.runs.inference import decoded_batches, evaluate
-from rationale_cli.runs.reference import NGRAMS, PARAMETER, STRENGTHS, better, main_metric, setting_name
+from rationale_cli.runs.reference import NGRAMS, PARAMETER, STRENGTHS, Reference, better, main_metric, setting_name
 from rationale_cli.runs.task import Classification, Task
 from rationale_cli.runtime.errors import UserError
 from rationale_cli.training.loop import Callback, Epoch, Fit, FitState
@@ -97,19 +102,61 @@ def count_matrix(encoder: TfidfLinear, rationales: Rationales, bigrams: Tensor):
 
 
 def fitted_rows(model, task: Task) -> tuple[np.ndarray, np.ndarray]:
-    """A scikit-learn model's weights ``[K, F]`` and bias ``[K]`` as the encoder's: one row per
-    class of ``task`` (a two-class model's one row is its second class's; a class absent from
-    training is never predicted), one row for a score."""
-    coef, intercept = np.atleast_2d(model.coef_), np.atleast_1d(model.intercept_)
+    """A scikit-learn model's weights ``[K, F]`` and bias ``[K]`` as the encoder's (:func:`class_rows`;
+    its classes are the task's indices; a regressor has none)."""
+    return class_rows(model.coef_, model.intercept_, getattr(model, "classes_", np.zeros(0)).tolist(), task)
+
+
+def class_rows(coef, intercept, classes: list[int], task: Task) -> tuple[np.ndarray, np.ndarray]:
+    """A linear model's weights ``[K, F]`` and bias ``[K]`` as the encoder's: one row per class of
+    ``task`` (``classes``: the task's index of each of the model's classes; a two-class model's one
+    row is its second class's; a class absent from training is never predicted), one row for a score."""
+    coef, intercept = np.atleast_2d(coef), np.atleast_1d(intercept)
     if not isinstance(task, Classification):
         return coef, intercept
     weight = np.zeros((task.outputs, coef.shape[1]))
     bias = np.full(task.outputs, intercept.min() - 1e4)
-    classes = model.classes_.tolist()
     if len(classes) == 2 and coef.shape[0] == 1:
         coef, intercept = np.vstack([np.zeros_like(coef), coef]), np.concatenate([[0.0], intercept])
     weight[classes], bias[classes] = coef, intercept
     return weight, bias
+
+
+def reads_with_reference(config) -> bool:
+    """Whether a run's (a :class:`~rationale_cli.runs.config.TrainConfig`'s) predictor is the full-text
+    reference itself: the ``linear`` one without a support, fixed while the selector learns."""
+    return config.predictor_encoder == LINEAR and not config.support
+
+
+def from_reference(encoder: TfidfLinear, reference: Reference, vocab: Vocab, task: Task) -> None:
+    """``encoder`` made the full-text reference itself (``--predictor-encoder linear`` without
+    ``--support``: the predictor is the classifier the user has, fixed, reading the rationale): each
+    word id takes its lower-cased term's inverse document frequency and weights, and each pair of ids
+    whose terms make one of the reference's bigrams is a bigram feature with that bigram's. A word the
+    reference has no feature for gets idf 0, so it weighs nothing and counts in no norm, as the
+    reference drops it: on a document whose words are all in the vocabulary it computes the
+    reference's decision values."""
+    size = encoder.vocab_size
+    ids: dict[str, list[int]] = {}
+    for i in range(FIRST_WORD, size):
+        ids.setdefault(vocab.itos[i].lower(), []).append(i)
+    columns = np.full(size, -1)
+    pairs: list[tuple[int, int]] = []  # (key a * V + b, column)
+    for term, column in reference.term_index.items():
+        words = term.split(" ")
+        if len(words) == 1:
+            columns[ids.get(term, [])] = column
+        else:
+            pairs += [(a * size + b, column) for a in ids.get(words[0], ()) for b in ids.get(words[1], ())]
+    pairs.sort()
+    keys = torch.tensor([key for key, _ in pairs], dtype=torch.long)
+    columns = np.concatenate([columns, np.array([column for _, column in pairs], dtype=np.int64)])
+    known = columns >= 0
+    classes = [task.index[label] for label in reference.classes or ()]  # none for a score
+    weight, bias = class_rows(reference.weights, reference.bias, classes, task)
+    idf = np.where(known, reference.idf[columns], 0.0)
+    weight = np.where(known, weight[:, columns], 0.0)
+    encoder.fill(keys, torch.from_numpy(idf), torch.from_numpy(weight), torch.from_numpy(np.asarray(bias)))
 
 
 def outputs_of(encoder: TfidfLinear, rationales: Rationales) -> Tensor:

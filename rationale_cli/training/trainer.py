@@ -49,11 +49,11 @@ from rationale_cli.runtime.devices import resolve_device
 from rationale_cli.runtime.errors import UserError, plural
 from rationale_cli.runtime.outputs import is_run_directory
 from rationale_cli.runtime.signals import writing
-from rationale_cli.training.callbacks import ConsoleReport, RunDirectory, TimeLimit
+from rationale_cli.training.callbacks import ConsoleReport, RunDirectory, TimeLimit, encoders_in_words
 from rationale_cli.training.checkpoint import RESUME, data_fingerprint, load_checkpoint
 from rationale_cli.training.distributed import local_device, rank
 from rationale_cli.training.endings import budget_warning, chance, ending_warnings
-from rationale_cli.training.linear_predictor import fit_linear
+from rationale_cli.training.linear_predictor import fit_linear, from_reference, reads_with_reference
 from rationale_cli.training.loop import Callback, Diverged, FitState, fit
 from rationale_cli.training.supervision import supervised_share, with_gold
 from rationale_cli.training.support import copy_selector, fill_saliency, supported
@@ -114,7 +114,8 @@ def new_model(config: TrainConfig, train: list[Record], valid: list[Record], con
     """The task (every label checked), vocabulary and a new model (with ``selector`` as its
     extractor when given); the configuration returned holds the dimension of the
     ``embeddings`` when they were given. With ``--support reference``, also the full-text
-    reference fitted here, whose saliency the model's fixed selector holds."""
+    reference fitted here, whose saliency the model's fixed selector holds; with the ``linear``
+    predictor and no support, the reference fitted here that the predictor is."""
     task = infer_task([r.label for r in train], config.task)
     task.targets(train)
     task.targets(valid)
@@ -125,7 +126,7 @@ def new_model(config: TrainConfig, train: list[Record], valid: list[Record], con
     if console is not None and (whole := budget_warning(config, train)):
         console.print(f"warning: {whole}", style="yellow", highlight=False)
     support = reference = None
-    if config.support == REFERENCE_SUPPORT:  # two-stage: the reference selects
+    if config.support == REFERENCE_SUPPORT or reads_with_reference(config):  # the reference selects, or reads
         reference = run_reference(config, train, valid, task, None, console, False)
     if config.support and reference is None:  # two-stage: the support run's vocabulary and selector side
         config, support = supported(config)
@@ -147,9 +148,11 @@ def new_model(config: TrainConfig, train: list[Record], valid: list[Record], con
     if support is not None:
         copy_selector(model, support)
         source = f"the selector of {support.path} ({config.extractor}, {config.selector_encoder} encoder)"
-    if reference is not None:
+    if reference is not None and config.support:
         fill_saliency(model, reference, vocab)
         source = "the full-text reference's saliency"
+    elif reference is not None:
+        from_reference(model.predictor_encoder, reference, vocab, task)
     if config.support and console is not None:
         decoding = config.support_decoding()
         console.print(f"support: {source}, fixed, decoding at {decoding.rate}"
@@ -247,9 +250,10 @@ def train_run(
     returned holds its best epoch's weights. Every process of a distributed run calls
     this (:mod:`rationale_cli.training.distributed`): rank 0 writes and reports. With rationale
     supervision, the documents whose gold is used are chosen first (:mod:`rationale_cli.training.supervision`)
-    and counted in the configuration. A ``linear`` predictor is fitted in one pass
-    (:mod:`rationale_cli.training.linear_predictor`), not trained by epochs."""
-    linear = config.predictor_encoder == LINEAR
+    and counted in the configuration. A ``linear`` predictor on a support is fitted in one pass
+    (:mod:`rationale_cli.training.linear_predictor`), not trained by epochs; without one it is the
+    full-text reference, fixed, and only the selector side learns."""
+    linear = config.predictor_encoder == LINEAR and bool(config.support)  # fitted in one pass
     if resume and linear:
         raise UserError(f"{out}: its linear predictor is fitted in one pass, so there is nothing to resume; "
                         "train it again (with --force)")
@@ -293,10 +297,7 @@ def train_run(
                           highlight=False)
         processes = f", {world_size()} processes" if world_size() > 1 else ""
         extractor = config.extractor if selector is None else getattr(selector, "__name__", type(selector).__name__)
-        sides = (config.selector_encoder or config.encoder, config.predictor_encoder or config.encoder)
-        encoders = f"{sides[0]} encoder" if sides[0] == sides[1] else f"{sides[0]} selector, {sides[1]} predictor"
-        if config.support == REFERENCE_SUPPORT:
-            encoders = f"{sides[1]} predictor"
+        encoders = encoders_in_words(config)
         learns = "the predictor fitted in one pass" if linear else \
             f"{sum(p.numel() for p in params):,} trainable parameters"
         balanced = f" (epochs of {epoch_size:,}, classes balanced)" if epoch_size else ""

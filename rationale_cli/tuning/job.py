@@ -139,7 +139,7 @@ def plan_study(options: dict[str, Any], *, config: Path | None = None, space_fil
         raise UserError("no training data: give --data PATH (or 'demo'), or data = ... in --config")
     base = cfg.to_dict()
     space = without_conflicts(space, base, given, note)
-    if cfg.predictor_encoder == LINEAR:
+    if cfg.predictor_encoder == LINEAR and cfg.support:
         space = for_fitted_predictor(space, note)
     train, valid = training_data(cfg)
     task = infer_task([record.label for record in train], cfg.task)
