@@ -19,7 +19,10 @@ that share, and ``--coherence-grid C1 C2 ...`` decodes the validation split with
 transition (:mod:`rationale_cli.models.coherent`: the same tokens per document, placed in runs) and keeps the
 one of lowest validation task loss for the test split, which is scored once. ``--full-text``
 also trains the full-text model (extractor ``full``) with the same encoder, vectors and options,
-the accuracy reference. Rows say what was chosen on validation (``chosen_on``).
+the accuracy reference. Rows say what was chosen on validation (``chosen_on``). ``--decode-sentences``
+decodes in whole sentences (a kind of rationale, set by hand), its files beside the others
+(``test.results-sentences.jsonl``); ``--evaluate-only`` decodes and scores runs already trained in
+``--runs`` with the same options.
 
     python benchmarks/eraser.py --extractors hardkuma --full-text --decode-rate 0.2 \
         --coherence-grid 0 0.1 0.3 1 --extractor-args '--coherence 0.002' -- --lr 0.001
@@ -46,6 +49,7 @@ from common import (
     invocation,
     movies_inputs,
     rationale,
+    rationale_command,
     runs_folder,
     vectors_name,
     word_inputs,
@@ -157,6 +161,10 @@ def main() -> None:
     parser.add_argument("--extractor-args", default="", help="options for the extractors' runs only, not the "
                         "full-text one (one string, e.g. '--coherence 0.002')")
     parser.add_argument("--decode-rate", default=None, help="decode each document at this share (--rate)")
+    parser.add_argument("--decode-sentences", action="store_true",
+                        help="decode in whole sentences (--sentences; with --decode-rate, that share of each document)")
+    parser.add_argument("--evaluate-only", action="store_true",
+                        help="decode and score the runs already trained in --runs with these options, no training")
     parser.add_argument("--coherence-grid", type=float, nargs="+", default=None, metavar="COST",
                         help="decode validation with each cost per transition, test with the lowest validation loss")
     parser.add_argument("train_args", nargs=argparse.REMAINDER, help="after --: extra options for `rationale train`")
@@ -178,18 +186,25 @@ def main() -> None:
     for extractor in (["full"] if args.full_text else []) + args.extractors:
         run = runs / extractor
         budget = ["--budget", args.budget] if "budget" in option_specs(extractor) else []
-        train_cmd, seconds = rationale("train", "--data", str(data), "--out", str(run), "--force", "--extractor", extractor,
-                                       "--encoder", args.encoder, *words, "--epochs", str(args.epochs),
-                                       "--seed", str(args.seed), *budget, *extra,
-                                       *([] if extractor == "full" else shlex.split(args.extractor_args)))
+        train_args = ("train", "--data", str(data), "--out", str(run), "--force", "--extractor", extractor,
+                      "--encoder", args.encoder, *words, "--epochs", str(args.epochs), "--seed", str(args.seed), *budget,
+                      *extra, *([] if extractor == "full" else shlex.split(args.extractor_args)))
+        if args.evaluate_only:
+            train_cmd, seconds = rationale_command(*train_args), json.loads((run / "metrics.json").read_text())["train_seconds"]
+        else:
+            train_cmd, seconds = rationale(*train_args)
         decoding, validation = chosen_decoding(run, data, extractor, args.decode_rate, args.coherence_grid)
-        results = run / "test.results.jsonl"
+        if args.decode_sentences and extractor != "full":
+            decoding.append("--sentences")
+        tag = "-sentences" if "--sentences" in decoding else ""
+        results, score, evaluation = (run / f"{name}{tag}{ext}" for name, ext in
+                                      (("test.results", ".jsonl"), ("score", ".json"), ("evaluate", ".json")))
         rationale("predict", str(run), str(data), "--output-format", "eraser", "--out", str(results), "--force",
                   *decoding)
-        rationale("score", str(results), str(data), "--json", str(run / "score.json"))
-        rationale("evaluate", str(run), str(data), "--json", str(run / "evaluate.json"), *decoding)
-        scored = json.loads((run / "score.json").read_text())
-        evaluated = json.loads((run / "evaluate.json").read_text())
+        rationale("score", str(results), str(data), "--json", str(score))
+        rationale("evaluate", str(run), str(data), "--json", str(evaluation), *decoding)
+        scored = json.loads(score.read_text())
+        evaluated = json.loads(evaluation.read_text())
         own = {"score_vs_evaluate": dict(zip(("max_abs_diff", "values", "missing"),
                                              largest_difference(evaluated["eraser"], scored["eraser"])))}
         if args.official:
