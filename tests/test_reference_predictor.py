@@ -101,3 +101,36 @@ def test_a_run_keeps_its_reference_as_the_predictor_and_trains_the_selector(refe
     assert trainable and trainable == {id(p) for part in run.model.selector_side() for p in part.parameters()}
     metrics = json.loads((reference_run / "metrics.json").read_text())
     assert metrics["history"][0]["train_loss"] > 0
+
+
+def test_an_unselected_word_s_gate_has_the_gradient_of_selecting_it():
+    """With a gradient (a selector learning), a hard gate's every word has one, unselected words
+    too (what a straight-through estimator reads): central finite differences of the same outputs
+    agree; the outputs are those computed without a gradient; an empty rationale's is finite."""
+    labels = ["neg", "pos"]
+    train = documents(120, labels, 0)
+    task = infer_task([r.label for r in train], "auto")
+    reference = fit_reference(train, documents(30, labels, 1), task)
+    vocab = Vocab.build([r.tokens for r in train])
+    encoder = TfidfLinear(len(vocab), task.outputs)
+    from_reference(encoder, reference, vocab, task)
+    rows = torch.tensor([vocab.encode(r.tokens[:4]) for r in documents(6, labels, 4)])
+    hard = (torch.rand(rows.shape, generator=torch.Generator().manual_seed(0)) < 0.5).float()
+    hard[:, 0], hard[-1] = 1.0, 0.0  # every row selects a word, but the last selects none
+    weights = torch.randn(rows.shape[0], task.outputs, generator=torch.Generator().manual_seed(1))
+
+    def loss(gate):
+        return (encoder.summary(rows, gate) * weights).sum()
+
+    gate = hard.clone().requires_grad_()
+    loss(gate).backward()
+    assert torch.isfinite(gate.grad).all() and (gate.grad[:-1][hard[:-1] == 0] != 0).any()
+    assert torch.allclose(encoder.summary(rows, gate).detach(), encoder.summary(rows, hard))
+    step = 1e-3
+    for i in range(rows.shape[0] - 1):
+        for t in range(rows.shape[1]):
+            up, down = hard.clone(), hard.clone()
+            up[i, t] += step
+            down[i, t] -= step
+            numeric = (loss(up.requires_grad_()) - loss(down.requires_grad_())).item() / (2 * step)
+            assert gate.grad[i, t].item() == pytest.approx(numeric, rel=1e-2, abs=1e-3)

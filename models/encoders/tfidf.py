@@ -19,7 +19,10 @@ Features of a row of ids ``[T]`` under a gate ``z [T]`` (the rationale):
   reads through a sigmoid, the logit of the ridge regression's value clipped to [0.001, 0.999].
 
 The tables' sizes follow the fit (the bigrams seen), so loading a run sizes them from its
-weights (:meth:`TfidfLinear._load_from_state_dict`).
+weights (:meth:`TfidfLinear._load_from_state_dict`). Where the gate carries a gradient (a selector
+learning against the fixed model, :func:`rationale_cli.training.linear_predictor.from_reference`),
+every word counts, an unselected one with 0, so its gate's gradient says what selecting it would do
+(what a straight-through estimator reads); the outputs are the same.
 """
 
 from __future__ import annotations
@@ -64,7 +67,9 @@ class TfidfLinear(Encoder):
         bigrams = self.bigrams if bigrams is None else bigrams
         ids, gate = ids.long(), gate.float()
         rows = torch.arange(ids.shape[0], device=ids.device).unsqueeze(1)
-        words = (ids >= FIRST_WORD) & (gate > 0)
+        words = ids >= FIRST_WORD
+        if not gate.requires_grad:  # with a gradient, an unselected word is a count of 0 whose gate has one
+            words &= gate > 0
         parts = [(rows.expand_as(ids)[words], ids[words], gate[words])]
         if bigrams.numel() and ids.shape[1] > 1:
             pairs = words[:, :-1] & words[:, 1:]
@@ -83,8 +88,8 @@ class TfidfLinear(Encoder):
         """The outputs ``[B, K]`` (see the module docstring)."""
         rows, features, counts = self.counts(ids, gate)
         values = sublinear(counts) * self.idf[features]
-        norms = torch.zeros(ids.shape[0], device=ids.device).index_add_(0, rows, values * values).sqrt()
-        values = values / norms[rows].clamp(min=1e-12)
+        squares = torch.zeros(ids.shape[0], device=ids.device).index_add_(0, rows, values * values)
+        values = values / squares.clamp(min=1e-24).sqrt()[rows]  # an empty row: 0 / 1e-12, no NaN gradient
         decision = torch.zeros(ids.shape[0], self.output_size, device=ids.device)
         decision.index_add_(0, rows, values.unsqueeze(1) * self.weight.t()[features]).add_(self.bias)
         if self.output_size == 1:  # a score: the task reads sigmoid(output)
