@@ -66,15 +66,21 @@ def test_the_predictor_made_from_the_reference_computes_its_decision_values(labe
         assert got[:, order] == pytest.approx(decision, abs=1e-5)
 
 
-def test_the_selector_learns_through_the_fixed_reference():
-    """A relaxed gate's gradient reaches every selected token's gate, none of it the predictor's."""
-    labels = ["neg", "pos"]
+def two_class_reference(labels: list[str]):
+    """The task, vocabulary and predictor made from a reference fitted on two-class documents."""
     train = documents(120, labels, 0)
     task = infer_task([r.label for r in train], "auto")
     reference = fit_reference(train, documents(30, labels, 1), task)
     vocab = Vocab.build([r.tokens for r in train])
     encoder = TfidfLinear(len(vocab), task.outputs)
     from_reference(encoder, reference, vocab, task)
+    return task, vocab, encoder
+
+
+def test_the_selector_learns_through_the_fixed_reference():
+    """A relaxed gate's gradient reaches every selected token's gate, none of it the predictor's."""
+    labels = ["neg", "pos"]
+    task, vocab, encoder = two_class_reference(labels)
     rows = torch.tensor([vocab.encode(r.tokens[:4]) for r in documents(8, labels, 3)])
     gate = torch.full(rows.shape, 0.5, requires_grad=True)
     task.loss(encoder.summary(rows, gate), task.targets(documents(8, labels, 3))).sum().backward()
@@ -108,12 +114,7 @@ def test_an_unselected_word_s_gate_has_the_gradient_of_selecting_it():
     too (what a straight-through estimator reads): central finite differences of the same outputs
     agree; the outputs are those computed without a gradient; an empty rationale's is finite."""
     labels = ["neg", "pos"]
-    train = documents(120, labels, 0)
-    task = infer_task([r.label for r in train], "auto")
-    reference = fit_reference(train, documents(30, labels, 1), task)
-    vocab = Vocab.build([r.tokens for r in train])
-    encoder = TfidfLinear(len(vocab), task.outputs)
-    from_reference(encoder, reference, vocab, task)
+    task, vocab, encoder = two_class_reference(labels)
     rows = torch.tensor([vocab.encode(r.tokens[:4]) for r in documents(6, labels, 4)])
     hard = (torch.rand(rows.shape, generator=torch.Generator().manual_seed(0)) < 0.5).float()
     hard[:, 0], hard[-1] = 1.0, 0.0  # every row selects a word, but the last selects none
