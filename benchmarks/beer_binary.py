@@ -43,6 +43,7 @@ from pathlib import Path
 from common import (
     GLOVE,
     append_result,
+    budget_options,
     device_name,
     git_commit,
     invocation,
@@ -56,7 +57,6 @@ from common import (
 from report import write_report
 
 from rationale_cli.data.readers import read_records
-from rationale_cli.models.selectors import option_specs
 from rationale_cli.runtime.devices import resolve_device
 from rationale_cli.training.trainer import split_validation
 
@@ -176,12 +176,6 @@ def chosen_decoding(run: Path, valid: Path, names: list[str], rate: float, reuse
     sign = 1 if metric == "accuracy" else -1
     best = max(names, key=lambda name: (sign * scores[name][metric], -names.index(name)))
     return best, scores
-
-
-def budget_options(extractor: str, rate: float) -> tuple[str, ...]:
-    """``--budget RATE`` for an extractor that takes one; none for sparse attention, whose support
-    size is its own (the ``rate`` decodings still hold the rate at test time)."""
-    return ("--budget", str(rate)) if "budget" in option_specs(extractor) else ()
 
 
 def main() -> None:

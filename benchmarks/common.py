@@ -19,6 +19,8 @@ from typing import Callable, Iterator
 import torch
 from report import RESULTS  # one JSONL file per benchmark, named for it
 
+from rationale_cli.models.selectors import option_specs
+
 ROOT = Path(__file__).resolve().parent.parent
 GLOVE = Path("glove_6B_50d_subset") / "glove.6B.50d.subset.txt.gz"  # under the data folder
 
@@ -61,6 +63,12 @@ def pooled_reviews(beer: Path, aspect: int) -> tuple[list, list]:
                 seen.add(text)
                 pooled.append(dataclasses.replace(record, id=f"{source}:{record.id}"))
     return pooled, valid
+
+
+def budget_options(extractor: str, rate) -> tuple[str, ...]:
+    """``--budget RATE`` for an extractor that takes one; none for those whose size is their own
+    (``full``; sparse attention's support: a rate decoding at test time still holds a rate)."""
+    return ("--budget", str(rate)) if "budget" in option_specs(extractor) else ()
 
 
 def runs_folder(given: str | None, prefix: str) -> Path:

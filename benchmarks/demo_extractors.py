@@ -30,10 +30,10 @@ import json
 import tempfile
 from pathlib import Path
 
-from common import append_result, git_commit, rationale
+from common import append_result, budget_options, git_commit, rationale
 from report import write_report
 
-from rationale_cli.models.selectors import SELECTORS, option_specs
+from rationale_cli.models.selectors import SELECTORS
 
 SIZES = ["--embedding-dim", "50", "--hidden-size", "64", "--batch-size", "20", "--lr", "0.002", "--patience", "0"]
 OWN = {"hardkuma": ["--transitions", "0.06"], "bernoulli": ["--lagrangian", "--baseline", "loo", "--samples", "4"]}
@@ -52,7 +52,7 @@ def main() -> None:
     commit = git_commit()
     runs = Path(tempfile.mkdtemp(prefix="demo-extractors-"))
     for extractor in args.extractors:
-        budget = ["--budget", args.budget] if "budget" in option_specs(extractor) and not args.defaults else []
+        budget = () if args.defaults else budget_options(extractor, args.budget)
         own = [] if args.defaults else ["--encoder", "rcnn", *budget, *OWN.get(extractor, []), *SIZES,
                                         "--epochs", str(args.epochs)]
         run = runs / extractor

@@ -45,6 +45,7 @@ from pathlib import Path
 
 from common import (
     append_result,
+    budget_options,
     git_commit,
     invocation,
     movies_inputs,
@@ -57,7 +58,6 @@ from common import (
 from report import write_report
 
 from rationale_cli.data.readers import read_records
-from rationale_cli.models.selectors import option_specs
 
 
 def largest_difference(official, ours, path: str = "") -> tuple[float, int, list[str]]:
@@ -185,7 +185,7 @@ def main() -> None:
         print(f"random predictions: {count} values, largest difference from the official scorer {worst:.2g}")
     for extractor in (["full"] if args.full_text else []) + args.extractors:
         run = runs / extractor
-        budget = ["--budget", args.budget] if "budget" in option_specs(extractor) else []
+        budget = budget_options(extractor, args.budget)
         train_args = ("train", "--data", str(data), "--out", str(run), "--force", "--extractor", extractor,
                       "--encoder", args.encoder, *words, "--epochs", str(args.epochs), "--seed", str(args.seed), *budget,
                       *extra, *([] if extractor == "full" else shlex.split(args.extractor_args)))
