@@ -293,6 +293,8 @@ def test_explain_text_and_html(run_dir, tmp_path):
 @pytest.mark.parametrize("args, expected", [
     (["explain", "RUN"], "nothing to explain"),
     (["explain", "RUN", "   "], "empty"),
+    (["explain", "RUN", str(EXAMPLES / "reviews.txt")], "--input"),
+    (["explain", "RUN", str(EXAMPLES)], "is a folder"),
     (["evaluate", "RUN", "missing.jsonl"], "missing.jsonl"),
     (["evaluate", "RUN", str(EXAMPLES / "reviews.txt")], "no label"),
     (["train", "--data", "missing.csv", "--out", "OUT"], "missing.csv"),

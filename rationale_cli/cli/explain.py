@@ -33,7 +33,7 @@ from rationale_cli.runtime.outputs import new_output
 @friendly
 def explain(
     run: Path = typer.Argument(..., help=RUN_HELP),
-    text: Optional[str] = typer.Argument(None, help="A text to explain."),
+    text: Optional[str] = typer.Argument(None, help="A text to explain, as written (a file's documents: --input FILE)."),
     input: Optional[str] = typer.Option(None, "--input", "-i", help="Documents to explain (a file, folder or 'demo')."),
     format: str = typer.Option("auto", help=f"Input format: {FORMAT_HELP}."),
     aspect: Optional[int] = typer.Option(None, help=ASPECT_HELP),

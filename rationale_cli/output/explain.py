@@ -5,6 +5,7 @@ and writes the page (:func:`render.render_html`)."""
 from __future__ import annotations
 
 from itertools import islice
+from pathlib import Path
 from typing import Iterator
 
 from rationale_cli.data import sources
@@ -15,11 +16,24 @@ from rationale_cli.runtime.errors import UserError
 
 
 def check_request(text: str | None, input: str | None) -> None:
-    """One text or one input, not both and not neither."""
+    """One text or one input, not both and not neither; a TEXT that names a file or folder is
+    refused, where it would be explained as the words of its path."""
     if text is None and input is None:
         raise UserError("nothing to explain: give a TEXT or --input FILE")
     if text is not None and input is not None:
         raise UserError("give a TEXT to explain or --input FILE, not both")
+    if text is not None and names_a_path(text):
+        kind = "folder" if Path(text).is_dir() else "file"
+        raise UserError(f"{text} is a {kind}: explain its documents with --input {text} (a TEXT is explained as written)")
+
+
+def names_a_path(text: str) -> bool:
+    """Whether ``text`` is the path of an existing file or folder (a long text or one with a NUL
+    byte is not)."""
+    try:
+        return Path(text).exists()
+    except (OSError, ValueError):
+        return False
 
 
 def text_record(text: str) -> Record:
