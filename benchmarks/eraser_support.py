@@ -13,6 +13,8 @@ One row per predictor (``benchmark: eraser_support``) in benchmarks/results/; RE
 regenerated. ``--support reference``: each run's own full-text reference selects (the
 ``saliency`` extractor; its best tokens, or with ``--tokens`` also whole sentences; its budget and
 window among the options after ``--``, or the budget chosen on validation among ``--budgets``).
+``--budgets`` with a support run: the sizes its rationales are decoded at (``--support-budget``),
+each tried, the support's own budget among them only if listed.
 
     python benchmarks/eraser_support.py --support RUN --predictors bow cnn --runs /tmp/support -- --epochs 20
     python benchmarks/eraser_support.py --support reference --predictors bow -- --budget 0.3 --epochs 30
@@ -54,7 +56,8 @@ def main() -> None:
     parser.add_argument("--freezes", nargs="+", default=None,
                         help="with an hf predictor: how many of its lowest layers to keep fixed, each tried")
     parser.add_argument("--budgets", nargs="+", default=None,
-                        help="with --support reference: budgets to try (each with each decoding and rate)")
+                        help="budgets to try (each with each decoding and rate): the reference's, or the sizes a "
+                             "support run's rationales are decoded at")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-test", action="store_true",
                         help="train the grid and stop (no test split, no row): part of a grid run elsewhere")
@@ -68,10 +71,8 @@ def main() -> None:
     data, _ = movies_inputs(args.data_dir)
     runs = runs_folder(args.runs, "eraser-support-")
     reference = args.support == "reference"
-    if args.budgets and not reference:
-        parser.error("--budgets goes with --support reference (a support run has its own budget)")
-    if args.budgets and "--budget" in extra:
-        parser.error("--budgets or a --budget after --, not both")
+    if args.budgets and {"--budget", "--support-budget"} & set(extra):
+        parser.error("--budgets or a --budget or --support-budget after --, not both")
     if "--lr" in extra:  # the runs' names and rows carry the rate of --lrs; a later --lr would win unseen
         parser.error("learning rates go in --lrs, not after --")
     if args.freezes and "--freeze-layers" in extra:
@@ -94,7 +95,8 @@ def main() -> None:
         for decoding, lr, budget, freeze in grid:
             out = runs / (f"{predictor}-{decoding}-lr{lr}" + ("" if budget is None else f"-b{budget}")
                           + ("" if freeze is None else f"-f{freeze}"))
-            flags = (decodings[decoding] + ([] if budget is None else ["--budget", budget])
+            sized = "--budget" if reference else "--support-budget"
+            flags = (decodings[decoding] + ([] if budget is None else [sized, budget])
                      + ([] if freeze is None else ["--freeze-layers", freeze]))
             train = ("train", "--data", str(data), "--support", str(args.support), "--predictor-encoder", predictor,
                      *flags, "--lr", lr, "--seed", str(args.seed), "--out", str(out), "--force", *extra)

@@ -607,12 +607,17 @@ def test_escape_sequences_and_bidi_controls_from_files_never_reach_the_terminal(
     assert not any(char in result.output for char in "\x1b\x07\u202e")
 
 
-def test_resume_takes_the_original_command_and_refuses_only_what_it_changes(tmp_path):
+@pytest.mark.parametrize("vectors", [False, True])
+def test_resume_takes_the_original_command_and_refuses_only_what_it_changes(tmp_path, monkeypatch, vectors):
+    """The original command with --resume added goes on, word vectors' file (a path option) and all."""
+    monkeypatch.chdir(tmp_path)
     data = tmp_path / "train.jsonl"
     data.write_text("".join(json.dumps({"text": f"{word} beer {i}", "score": score}) + "\n"
                             for i in range(20) for word, score in (("good", 0.9), ("bad", 0.1))))
+    (tmp_path / "vectors.txt").write_text("good 0.5 0.1 0.2 0.3 0.1 0.1 0.1 0.1\nbad -0.5 0.1 0.2 0.3 0.1 0.1 0.1 0.1\n")
     out = tmp_path / "run"
-    command = ["train", "--data", data, "--out", out, *TINY, "--budget", "0.3", "--lr", "0.002"]
+    command = ["train", "--data", data, "--out", out, *TINY, "--budget", "0.3", "--lr", "0.002",
+               *(["--embeddings", "vectors.txt"] if vectors else [])]
     assert invoke(*command).exit_code == 0
     refused(invoke(*command, "--resume"), f"{out}: already trained for 1 epoch; give --epochs more than 1")
     refused(invoke(*command, "--lr", "0.003", "--epochs", "2", "--resume"),

@@ -142,6 +142,35 @@ def test_support_reference_selects_by_the_run_s_own_reference_and_stays_fixed(tm
     assert json.loads((tmp_path / "m.json").read_text())["selection_rate"] == pytest.approx(0.25, abs=0.01)
 
 
+def test_support_budget_decodes_the_support_at_another_size(runs, tmp_path):
+    support, _ = runs
+    trained_on_part_of_demo(tmp_path / "larger", support=str(support), support_budget=0.4, support_sentences=False,
+                            predictor_encoder="linear", reference=False)
+    config = json.loads((tmp_path / "larger" / "config.json").read_text())
+    assert config["support_budget"] == 0.4 and config["budget"] == 0.2  # the support's own, as it was trained
+    records = sources.load("demo", "test")[:20]
+    kept = [sum(out.selected) for out in rationale.load(tmp_path / "larger").predict(records)]
+    assert kept == [max(1, int(0.4 * len(r.tokens) + 0.5)) for r in records]
+
+
+@pytest.mark.parametrize("options, line", [
+    (["--support", "RUN", "--budget", "0.3"], "leave out --budget (to decode its rationales at another size: "
+                                              "--support-budget)"),
+    (["--support", "RUN", "--extractor", "simple", "--tau", "0.5"], "leave out --extractor, --tau"),
+    (["--support-budget", "0.3"], "--support-budget applies only with --support"),
+    (["--no-support-sentences"], "--support-sentences applies only with --support"),
+    (["--support", "reference", "--support-budget", "0.3"], "sized by --budget; leave out --support-budget"),
+])
+def test_options_a_support_would_drop_unseen_are_one_error_line(runs, tmp_path, options, line):
+    """A support run's selector is fixed with its own extractor and options: one given here
+    would change nothing, so it is refused rather than dropped."""
+    support, _ = runs
+    options = [str(support) if option == "RUN" else option for option in options]
+    result = invoke("train", "--data", "demo", "--out", tmp_path / "run", *options)
+    assert result.exit_code == 2 and line in result.output and "Traceback" not in result.output, result.output
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize("options, line", [
     (["--extractor", "saliency"], "--extractor saliency is fixed, never trained"),
     (["--support", "reference", "--extractor", "hardkuma"], "leave out --extractor hardkuma"),

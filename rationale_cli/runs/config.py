@@ -10,7 +10,6 @@ configuration is all that is needed to rebuild the model when it is loaded again
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import tomllib
 from dataclasses import dataclass
@@ -20,8 +19,9 @@ from typing import Any, ClassVar
 from rationale_cli.data.readers import FORMATS
 from rationale_cli.data.sources import is_demo
 from rationale_cli.models.architectures import ARCHITECTURES, PREDICTOR_SIDES, SIDES, TRANSFORMER
+from rationale_cli.models.budget import Budget
 from rationale_cli.models.decoding import Decoding
-from rationale_cli.models.options import OptionError, Options, Spec, option, specs
+from rationale_cli.models.options import OptionError, Options, Spec, option, specs, to_json
 from rationale_cli.models.search import OneOf, Searched
 from rationale_cli.models.selectors import SELECTORS, all_option_specs, selector_class
 from rationale_cli.runs.flags import flag_of, option_line
@@ -91,6 +91,9 @@ class TrainConfig:
                                             "document keeps the support's count of tokens, in the sentences that "
                                             "score highest).",
                                             default_text="sentences for a run, tokens for the reference")
+    support_budget: Budget | None = option(None, "With {support}: decode the rationales at this size (a share or a "
+                                           "token count) instead of the support's own budget, e.g. to choose it on "
+                                           "validation.", default_text="the support's {budget}")
     embeddings: str | None = option(None, "Pretrained word vectors, GloVe or word2vec text (.gz too).")
     embedding_dim: int = option(200, "Embedding size without --embeddings.", low=1, high=1 << 16)
     fix_embeddings: bool | None = option(None, "Keep the embeddings fixed.",
@@ -188,7 +191,8 @@ class TrainConfig:
         at its budget, in sentences if asked; None for a run without support."""
         if not self.support:
             return None
-        budget = self.options.held_budget(any_use=True)  # a rate held, an exact size, a cap or the test-time size
+        # the size asked for, else a rate held, an exact size, a cap or the test-time size
+        budget = self.support_budget or self.options.held_budget(any_use=True)
         if budget is None:
             raise UserError(f"--support {self.support}: its {self.extractor} extractor has no budget that sizes its "
                             "rationales (--budget) to decode at; give a run of an extractor with a budget")
@@ -203,7 +207,7 @@ class TrainConfig:
     def to_dict(self, processes: int = 1) -> dict[str, Any]:
         """Every training option and the extractor's own options, JSON-ready (the saved
         config), paths absolute; for a run on several processes, their number and the effective batch."""
-        general = {spec.name: getattr(self, spec.name) for spec in TRAIN_SPECS.values()}
+        general = {spec.name: to_json(getattr(self, spec.name)) for spec in TRAIN_SPECS.values()}
         run = {"processes": processes, "effective_batch_size": self.batch_size * processes} if processes > 1 else {}
         if self.supervise and self.supervised is not None:
             run[SUPERVISED] = self.supervised
@@ -277,6 +281,7 @@ def from_values(values: dict[str, Any], given: set[str] | None = None, ranges: b
     extractor = support_extractor(general, given, general.get("extractor", TRAIN_SPECS["extractor"].default))
     check_linear_predictor(general)
     own = {name: value for name, value in values.items() if name not in TRAIN_SPECS}
+    check_support_given(general, set(given or ()) & {"extractor", "support_sentences", "support_budget", *own})
     try:
         options = selector_class(extractor).Options.create(own, given=set(given or ()) & set(own))
     except OptionError as err:
@@ -302,6 +307,26 @@ def from_values(values: dict[str, Any], given: set[str] | None = None, ranges: b
         raise OptionError("keep", config.keep, "best-loss (best-loss-at-rate needs a selection rate held in "
                           "training: a share as {budget}, and {lagrangian} for bernoulli)", extractor=extractor)
     return config
+
+
+def check_support_given(general: dict[str, Any], given: set[str]) -> None:
+    """One error line where ``given`` (the selector's options and the support's that a user gave)
+    would be dropped unseen: a support run's selector is fixed with its own extractor and options
+    (its size changes with ``--support-budget``; the reference's with ``--budget``), and the
+    support's options need a support."""
+    support = general.get("support")
+    if not support:
+        if named := sorted(given & {"support_sentences", "support_budget"}):
+            raise UserError(f"{flag_of(named[0])} applies only with {flag_of('support')}")
+        return
+    if support == REFERENCE_SUPPORT and "support_budget" in given:
+        raise UserError(f"--support {REFERENCE_SUPPORT} selects with the saliency extractor, sized by "
+                        f"{flag_of('budget')}; leave out {flag_of('support_budget')}")
+    fixed = sorted(given - {"support_sentences", "support_budget"})
+    if support != REFERENCE_SUPPORT and fixed:
+        size = f" (to decode its rationales at another size: {flag_of('support_budget')})" if "budget" in fixed else ""
+        raise UserError(f"--support {support}: its selector is fixed, with the run's own extractor and options; leave "
+                        f"out {', '.join(map(flag_of, fixed))}{size}")
 
 
 def with_aliases(values: dict[str, Any]) -> dict[str, Any]:
@@ -368,33 +393,3 @@ def from_saved(data: dict[str, Any], source: str) -> TrainConfig:
         return from_values(data, ranges=False)
     except (OptionError, UserError) as err:
         raise UserError(f"{source}: {option_line(err) if isinstance(err, OptionError) else err}") from None
-
-
-RESUMABLE = ("data", "format", "aspect", "valid", "valid_fraction", "text_col", "label_col", "id_col",
-             "rationale_label", "spans_key", "epochs", "time_limit", "patience", "device")
-
-
-def unchanged(saved: dict[str, Any], name: str, value: Any) -> bool:
-    """Whether the command line's ``value`` of option ``name`` is the saved run's own."""
-    kept = saved.get(name)
-    if name in PATH_OPTIONS and is_path(value) and is_path(kept):
-        return os.path.abspath(value) == os.path.abspath(kept)
-    return kept == value or str(kept) == str(value)
-
-
-def resume_config(saved: dict[str, Any], cli: dict[str, Any], source: str) -> TrainConfig:
-    """A run's saved options, with the few that may change when it goes on (``RESUMABLE``:
-    where the data is read from, how long to train, the device) taken from the command line;
-    another option is refused unless it is given as the run has it (the original command
-    with ``--resume`` added goes on)."""
-    given = {k: v for k, v in cli.items() if v is not None}
-    fixed = sorted(k for k in set(given) - set(RESUMABLE) if not unchanged(saved, k, given[k]))
-    given = {k: v for k, v in given.items() if k in RESUMABLE}  # the others are the run's own
-    if fixed:
-        names = ", ".join(map(flag_of, fixed))
-        raise UserError(f"--resume goes on with the run's own options; it cannot change {names}")
-    config = from_saved(saved, source)
-    try:
-        return dataclasses.replace(config, **{k: TRAIN_SPECS[k].check(v) for k, v in given.items()})
-    except OptionError as err:
-        raise UserError(option_line(err)) from None

@@ -6,13 +6,47 @@ the process group of a distributed run, stopped by SIGINT or SIGTERM on its firs
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import os
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
-from rationale_cli.runs.config import TrainConfig, located, resolve, resume_config
+from rationale_cli.models.options import OptionError
+from rationale_cli.runs.config import PATH_OPTIONS, TRAIN_SPECS, TrainConfig, from_saved, is_path, located, resolve
+from rationale_cli.runs.flags import flag_of, option_line
 from rationale_cli.runtime.errors import UserError
 from rationale_cli.training.trainer import Trained, train_config
+
+RESUMABLE = ("data", "format", "aspect", "valid", "valid_fraction", "text_col", "label_col", "id_col",
+             "rationale_label", "spans_key", "epochs", "time_limit", "patience", "device")
+
+
+def unchanged(saved: dict[str, Any], name: str, value: Any) -> bool:
+    """Whether the command line's ``value`` of option ``name`` is the saved run's own."""
+    kept = saved.get(name)
+    if name in PATH_OPTIONS and is_path(value, name) and is_path(kept, name):
+        return os.path.abspath(value) == os.path.abspath(kept)
+    return kept == value or str(kept) == str(value)
+
+
+def resume_config(saved: dict[str, Any], cli: dict[str, Any], source: str) -> TrainConfig:
+    """A run's saved options, with the few that may change when it goes on (``RESUMABLE``:
+    where the data is read from, how long to train, the device) taken from the command line;
+    another option is refused unless it is given as the run has it (the original command
+    with ``--resume`` added goes on)."""
+    given = {k: v for k, v in cli.items() if v is not None}
+    fixed = sorted(k for k in set(given) - set(RESUMABLE) if not unchanged(saved, k, given[k]))
+    given = {k: v for k, v in given.items() if k in RESUMABLE}  # the others are the run's own
+    if fixed:
+        names = ", ".join(map(flag_of, fixed))
+        raise UserError(f"--resume goes on with the run's own options; it cannot change {names}")
+    config = from_saved(saved, source)
+    try:
+        return dataclasses.replace(config, **{k: TRAIN_SPECS[k].check(v) for k, v in given.items()})
+    except OptionError as err:
+        raise UserError(option_line(err)) from None
 
 
 def resumed(out: Path, config: Path | None, force: bool, options: dict) -> TrainConfig:
