@@ -157,6 +157,7 @@ def test_support_budget_decodes_the_support_at_another_size(runs, tmp_path):
     (["--support", "RUN", "--budget", "0.3"], "leave out --budget (to decode its rationales at another size: "
                                               "--support-budget)"),
     (["--support", "RUN", "--extractor", "simple", "--tau", "0.5"], "leave out --extractor, --tau"),
+    (["--support", "RUN", "--hidden-size", "50", "--embeddings", "v.txt"], "leave out --embeddings, --hidden-size"),
     (["--support-budget", "0.3"], "--support-budget applies only with --support"),
     (["--no-support-sentences"], "--support-sentences applies only with --support"),
     (["--support", "reference", "--support-budget", "0.3"], "sized by --budget; leave out --support-budget"),
@@ -169,6 +170,22 @@ def test_options_a_support_would_drop_unseen_are_one_error_line(runs, tmp_path, 
     result = invoke("train", "--data", "demo", "--out", tmp_path / "run", *options)
     assert result.exit_code == 2 and line in result.output and "Traceback" not in result.output, result.output
     assert not (tmp_path / "run").exists()
+
+
+def test_tune_of_a_support_run_searches_only_what_changes_it(runs):
+    """The support's selector, vocabulary and sizes are fixed: a study searches the other
+    training options, with a note, and keeps each trial's best epoch by loss alone (a fixed
+    selector holds no rate)."""
+    from rationale_cli.runs.config import FROM_SUPPORT, TRAIN_SPECS
+    from rationale_cli.tuning.job import plan_study
+
+    support, _ = runs
+    notes = []
+    plan = plan_study({"data": "demo", "support": str(support), "predictor_encoder": "bow"}, note=notes.append)
+    assert plan.space.names() and set(plan.space.names()) <= set(TRAIN_SPECS) - set(FROM_SUPPORT)
+    assert "lr" in plan.space.names() and "hidden_size" not in plan.space.names()
+    assert any("--hidden-size" in line and "not searched: the support run's own, fixed" in line for line in notes)
+    assert plan.keep.target is None and plan.config.keep == "best-loss"
 
 
 @pytest.mark.parametrize("options, line", [

@@ -31,6 +31,9 @@ from rationale_cli.runs.remedies import remedy_conflicts
 from rationale_cli.runtime.devices import DEVICE_NAME
 from rationale_cli.runtime.errors import UserError
 
+# the training options a support run's own replace in a run on its rationales (rationale_cli.training.support)
+FROM_SUPPORT = ("extractor", "selector_encoder", "embeddings", "embedding_dim", "fix_embeddings", "hidden_size",
+                "min_freq", "max_vocab", "query")
 # old names of --budget, kept for one release: a share, and a token count
 ALIASES = {"selection": float, "k": int}
 # extractors whose old config held their size in ``k`` (the others in ``selection``)
@@ -281,7 +284,7 @@ def from_values(values: dict[str, Any], given: set[str] | None = None, ranges: b
     extractor = support_extractor(general, given, general.get("extractor", TRAIN_SPECS["extractor"].default))
     check_linear_predictor(general)
     own = {name: value for name, value in values.items() if name not in TRAIN_SPECS}
-    check_support_given(general, set(given or ()) & {"extractor", "support_sentences", "support_budget", *own})
+    check_support_given(general, set(given or ()) & {*FROM_SUPPORT, "support_sentences", "support_budget", *own})
     try:
         options = selector_class(extractor).Options.create(own, given=set(given or ()) & set(own))
     except OptionError as err:
@@ -325,8 +328,8 @@ def check_support_given(general: dict[str, Any], given: set[str]) -> None:
     fixed = sorted(given - {"support_sentences", "support_budget"})
     if support != REFERENCE_SUPPORT and fixed:
         size = f" (to decode its rationales at another size: {flag_of('support_budget')})" if "budget" in fixed else ""
-        raise UserError(f"--support {support}: its selector is fixed, with the run's own extractor and options; leave "
-                        f"out {', '.join(map(flag_of, fixed))}{size}")
+        raise UserError(f"--support {support}: the run's selector is fixed, with its own extractor, options, "
+                        f"vocabulary, vectors and sizes; leave out {', '.join(map(flag_of, fixed))}{size}")
 
 
 def with_aliases(values: dict[str, Any]) -> dict[str, Any]:

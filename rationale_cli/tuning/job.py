@@ -25,6 +25,7 @@ from rich.console import Console
 from rationale_cli.models.architectures import LINEAR
 from rationale_cli.runs.config import PATH_OPTIONS, TrainConfig, load_toml, resolve, with_aliases
 from rationale_cli.runs.keep import Keep
+from rationale_cli.runs.reference import REFERENCE_SUPPORT
 from rationale_cli.runs.task import infer_task
 from rationale_cli.runtime.errors import UserError
 from rationale_cli.runtime.lock import resolved
@@ -46,7 +47,7 @@ from rationale_cli.tuning.leaderboard import (
     write_leaderboard,
 )
 from rationale_cli.tuning.objective import TRIALS, Objective, TrialFailed, off_target
-from rationale_cli.tuning.space import Space, for_fitted_predictor, search_space, without_conflicts
+from rationale_cli.tuning.space import Space, for_fitted_predictor, for_fixed_selector, search_space, without_conflicts
 from rationale_cli.tuning.storage import (
     WARMUP_EPOCHS,
     database_errors,
@@ -77,8 +78,9 @@ class Plan:
 
     @property
     def keep(self) -> Keep:
-        """The rule on target: the rate the extractor holds in training, the tolerance."""
-        return Keep(self.config.rate_target(), self.config.rate_tolerance)
+        """The rule on target: the rate the extractor holds in training, the tolerance; none
+        where a support's selector is fixed (it holds no rate: it decodes at its size)."""
+        return Keep(None if self.config.support else self.config.rate_target(), self.config.rate_tolerance)
 
     def settings(self) -> dict[str, Any]:
         """What a study must share to be continued: its extractor, options, space and data."""
@@ -126,18 +128,22 @@ def plan_study(options: dict[str, Any], *, config: Path | None = None, space_fil
                note: Callable[[str], None] | None = None) -> Plan:
     """The study's settings from ``options`` (as ``rationale train`` takes them, None where not
     given), the TOML ``config`` and the search-space file, all checked, and its data read.
-    Without a ``--keep`` given, an extractor that holds a rate keeps its best epoch at the rate."""
+    Without a ``--keep`` given, an extractor that holds a rate keeps its best epoch at the rate;
+    with a support run, whose selector is fixed with its own options, only the training options
+    are searched."""
     cli = {k: v for k, v in options.items() if v is not None}
     cfg = resolve(config, cli)
     space = search_space(cfg.extractor, space_file)
     if space.fixed:  # under the command line and the config file
         cfg = resolve(config, {**space.fixed, **with_aliases(cli)})
     given = given_names(config, options) | set(space.fixed)
-    if "keep" not in given and cfg.rate_target() is not None:
+    if "keep" not in given and cfg.rate_target() is not None and not cfg.support:  # a support's selector is fixed
         cfg = dataclasses.replace(cfg, keep="best-loss-at-rate")
     if not cfg.data:
         raise UserError("no training data: give --data PATH (or 'demo'), or data = ... in --config")
     base = cfg.to_dict()
+    if cfg.support and cfg.support != REFERENCE_SUPPORT:
+        space = for_fixed_selector(space, note)
     space = without_conflicts(space, base, given, note)
     if cfg.predictor_encoder == LINEAR and cfg.support:
         space = for_fitted_predictor(space, note)

@@ -23,7 +23,7 @@ from typing import Any, Callable
 from rationale_cli.models.options import OptionError, Spec
 from rationale_cli.models.search import Entry, OneOf, Searched, checked
 from rationale_cli.models.selectors import option_specs, selector_class
-from rationale_cli.runs.config import TRAIN_SPECS, TrainConfig, from_values
+from rationale_cli.runs.config import FROM_SUPPORT, TRAIN_SPECS, TrainConfig, from_values
 from rationale_cli.runs.flags import flag_of, option_line
 from rationale_cli.runtime.errors import UserError
 
@@ -173,6 +173,20 @@ def without_conflicts(space: Space, base: dict[str, Any], given: set[str],
     return Space(entries, space.fixed, space.from_file, tuple(notes))
 
 
+def for_fixed_selector(space: Space, note: Callable[[str], None] | None = None) -> Space:
+    """``space`` for a run whose selector is a support run's, copied and fixed
+    (:mod:`rationale_cli.training.support`): its options and sizes are the support's
+    (``FROM_SUPPORT``), so only the other training options stay."""
+    dropped = [entry.name for entry in space.entries if entry.name not in TRAIN_SPECS or entry.name in FROM_SUPPORT]
+    if not dropped:
+        return space
+    line = f"{', '.join(map(flag_of, dropped))} not searched: the support run's own, fixed"
+    if note:
+        note(line)
+    entries = tuple(entry for entry in space.entries if entry.name not in dropped)
+    return Space(entries, space.fixed, space.from_file, (*space.notes, line))
+
+
 def for_fitted_predictor(space: Space, note: Callable[[str], None] | None = None) -> Space:
     """``space`` for a run whose ``linear`` predictor is fitted in one pass: the training
     options change nothing there, so only the selector's options stay (a ``--support reference``
@@ -182,7 +196,8 @@ def for_fitted_predictor(space: Space, note: Callable[[str], None] | None = None
     if not entries:
         raise UserError("nothing to search: the linear predictor chooses its n-grams and penalty on validation as "
                         "it is fitted, and the training options change nothing in it; train one run per --budget "
-                        "instead, or search the support's options (window) with --search-space")
+                        "(--support-budget with a support run) instead, or search the reference's options (window) "
+                        "with --search-space")
     notes = space.notes
     if dropped:
         notes += (f"{', '.join(map(flag_of, dropped))} not searched: the linear predictor is fitted, not trained",)
