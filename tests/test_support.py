@@ -14,6 +14,7 @@ import rationale_cli as rationale
 from rationale_cli.cli import app
 from rationale_cli.data import sources
 from rationale_cli.models.decoding import Decoding
+from rationale_cli.output.run_report import training_panels
 from rationale_cli.training.support import SELECTOR_SIDE
 
 
@@ -151,6 +152,9 @@ def test_support_budget_decodes_the_support_at_another_size(runs, tmp_path):
     records = sources.load("demo", "test")[:20]
     kept = [sum(out.selected) for out in rationale.load(tmp_path / "larger").predict(records)]
     assert kept == [max(1, int(0.4 * len(r.tokens) + 0.5)) for r in records]
+    metrics = json.loads((tmp_path / "larger" / "metrics.json").read_text())
+    rate = [panel for panel in training_panels(metrics, config) if panel.title == "selection rate"]
+    assert [(panel.target, panel.target_label) for panel in rate] == [(0.4, "support_budget 40%")]
 
 
 @pytest.mark.parametrize("options, line", [

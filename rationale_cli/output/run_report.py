@@ -238,9 +238,10 @@ def training_panels(metrics: dict, config: dict) -> list[Panel]:
         series = [s for key, name in spec.keys if (s := _series(metrics["history"], key, name)).x]
         if not series:
             continue
-        target = config.get(spec.target) if spec.target else None
+        key = "support_budget" if spec.target == "budget" and config.get("support_budget") is not None else spec.target
+        target = config.get(key) if key else None  # a support decoded at another size: that size
         if isinstance(target, float):  # a share (a budget of a token count is an int)
-            panels.append(Panel(spec.title, series, spec.percent, target, f"{spec.target} {100 * target:g}%"))
+            panels.append(Panel(spec.title, series, spec.percent, target, f"{key} {100 * target:g}%"))
         else:
             panels.append(Panel(spec.title, series, spec.percent))
     return panels
