@@ -155,6 +155,11 @@ def test_support_budget_decodes_the_support_at_another_size(runs, tmp_path):
     metrics = json.loads((tmp_path / "larger" / "metrics.json").read_text())
     rate = [panel for panel in training_panels(metrics, config) if panel.title == "selection rate"]
     assert [(panel.target, panel.target_label) for panel in rate] == [(0.4, "support_budget 40%")]
+    # a two-stage run as the support: its selector, at the size that run decodes at
+    trained_on_part_of_demo(tmp_path / "chained", support=str(tmp_path / "larger"), support_sentences=False,
+                            predictor_encoder="linear", reference=False)
+    chained = [sum(out.selected) for out in rationale.load(tmp_path / "chained").predict(records)]
+    assert chained == kept
 
 
 @pytest.mark.parametrize("options, line", [

@@ -34,7 +34,8 @@ SELECTOR_SIDE = ("embed.", "selector_encoder.", "selector.")  # the parameter na
 def supported(config: TrainConfig) -> tuple[TrainConfig, Run]:
     """The configuration of a run trained on ``config.support``'s rationales (the selector side
     the support's, the predictor ``--predictor-encoder``, else ``--encoder`` where given, else
-    the support's) and the support run, loaded."""
+    the support's; the size ``--support-budget``, else the support's own, which for a two-stage
+    support is the size it decodes at) and the support run, loaded."""
     support = load_run(config.support)
     own = support.config
     predictor = config.predictor_encoder or (config.encoder if config.encoder != own.encoder else None) or \
@@ -43,7 +44,8 @@ def supported(config: TrainConfig) -> tuple[TrainConfig, Run]:
     new = dataclasses.replace(config, extractor=own.extractor, options=own.options, encoder=own.encoder,
                               selector_encoder=selector, predictor_encoder=predictor,
                               embedding_dim=own.embedding_dim, hidden_size=own.hidden_size, embeddings=None,
-                              fix_embeddings=True, pretrained=own.pretrained or config.pretrained, query=own.query)
+                              fix_embeddings=True, pretrained=own.pretrained or config.pretrained, query=own.query,
+                              support_budget=config.support_budget or own.support_budget)
     new.support_decoding()  # one error line now for a support without a budget
     return new, support
 
