@@ -181,20 +181,22 @@ def test_options_a_support_would_drop_unseen_are_one_error_line(runs, tmp_path, 
     assert not (tmp_path / "run").exists()
 
 
-def test_tune_of_a_support_run_searches_only_what_changes_it(runs):
+def test_tune_of_a_support_run_searches_only_what_changes_it(tmp_path):
     """The support's selector, vocabulary and sizes are fixed: a study searches the other
     training options, with a note, and keeps each trial's best epoch by loss alone (a fixed
     selector holds no rate)."""
     from rationale_cli.runs.config import FROM_SUPPORT, TRAIN_SPECS
     from rationale_cli.tuning.job import plan_study
 
-    support, _ = runs
+    support = tmp_path / "support"
+    trained_on_part_of_demo(support, extractor="corr-topk", budget=0.2, reference=False)
     notes = []
     plan = plan_study({"data": "demo", "support": str(support), "predictor_encoder": "bow"}, note=notes.append)
     assert plan.space.names() and set(plan.space.names()) <= set(TRAIN_SPECS) - set(FROM_SUPPORT)
     assert "lr" in plan.space.names() and "hidden_size" not in plan.space.names()
     assert any("--hidden-size" in line and "not searched: the support run's own, fixed" in line for line in notes)
     assert plan.keep.target is None and plan.config.keep == "best-loss"
+    assert plan.extractor == "corr-topk"  # the support's, shown on the leaderboard
 
 
 @pytest.mark.parametrize("options, line", [

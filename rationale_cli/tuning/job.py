@@ -26,6 +26,7 @@ from rationale_cli.models.architectures import LINEAR
 from rationale_cli.runs.config import PATH_OPTIONS, TrainConfig, load_toml, resolve, with_aliases
 from rationale_cli.runs.keep import Keep
 from rationale_cli.runs.reference import REFERENCE_SUPPORT
+from rationale_cli.runs.run_directory import load_config, require_run_files
 from rationale_cli.runs.task import infer_task
 from rationale_cli.runtime.errors import UserError
 from rationale_cli.runtime.lock import resolved
@@ -68,13 +69,15 @@ IMPORTANCE_TRIALS = 5  # complete trials before Optuna's importances mean anythi
 @dataclass
 class Plan:
     """A study's settings, checked: the options every trial shares (``config``, and as values
-    ``base``; ``given``: those the user gave), what it searches, its documents."""
+    ``base``; ``given``: those the user gave), what it searches, its documents, and the
+    extractor that selects in its trials (a support run's own)."""
 
     config: TrainConfig
     base: dict[str, Any]
     given: set[str]
     space: Space
     data: tuple[list, list]
+    extractor: str
 
     @property
     def keep(self) -> Keep:
@@ -142,7 +145,10 @@ def plan_study(options: dict[str, Any], *, config: Path | None = None, space_fil
     if not cfg.data:
         raise UserError("no training data: give --data PATH (or 'demo'), or data = ... in --config")
     base = cfg.to_dict()
+    extractor = cfg.extractor
     if cfg.support and cfg.support != REFERENCE_SUPPORT:
+        require_run_files(Path(cfg.support))
+        extractor = load_config(Path(cfg.support)).extractor
         space = for_fixed_selector(space, note)
     space = without_conflicts(space, base, given, note)
     if cfg.predictor_encoder == LINEAR and cfg.support:
@@ -153,7 +159,7 @@ def plan_study(options: dict[str, Any], *, config: Path | None = None, space_fil
     task.targets(valid)
     if cfg.supervise or "supervise" in space.names():  # rationale supervision needs gold to learn from
         require_gold(train)
-    return Plan(cfg, base, given, space, (train, valid))
+    return Plan(cfg, base, given, space, (train, valid), extractor)
 
 
 def check_folder(out: Path, name: str) -> None:
@@ -171,7 +177,7 @@ def board_of(study, plan: Plan, asked: int, url: str, importance: dict | None = 
     """The leaderboard of the study as it stands."""
     results = [TrialResult.of(trial) for trial in study.get_trials(deepcopy=False)]
     keep = plan.keep
-    return Leaderboard(study.study_name, redacted(url), plan.config.extractor, keep.target, keep.tolerance, asked,
+    return Leaderboard(study.study_name, redacted(url), plan.extractor, keep.target, keep.tolerance, asked,
                        ranked(results, keep), choose(results, keep), plan.space.to_dict(), list(plan.space.notes),
                        effects(results), importance)
 
