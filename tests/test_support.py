@@ -67,6 +67,9 @@ def test_the_config_records_the_support_and_the_run_works_with_every_command(run
     assert predicted.exit_code == 0, predicted.output
     lines = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]
     assert lines and all(line["rationale"] for line in lines)
+    reported = invoke("report", second, "--out", tmp_path / "report.html")
+    assert reported.exit_code == 0, reported.output
+    assert f"hardkuma (fixed, --support {support})" in (tmp_path / "report.html").read_text()
 
 
 def test_a_support_without_a_budget_or_not_a_run_is_one_error_line(tmp_path):

@@ -301,15 +301,20 @@ def page(summaries: Sequence[RunSummary], found: dict[str, Plot], *, title: str 
 
 
 def _run_list(summaries: Sequence[RunSummary]) -> str:
-    """One line per run: its extractor, and the epoch kept (or the fitted predictor's setting)."""
+    """One line per run: its extractor (a two-stage run's: its support's, fixed), and the epoch kept
+    (or the fitted predictor's setting)."""
     def trained(s: RunSummary) -> str:
         fitted = s.metrics["history"][-1].get("predictor") if s.metrics["history"] else None
         if fitted:
             return f"linear predictor fitted: {escape(fitted)}"
         return f'kept epoch {escape(s.metrics["best_epoch"])} of {len(s.metrics["history"])}'
 
-    items = [f'<li><a href="#run-{escape(s.slug)}">{escape(s.label)}</a>: {escape(s.config.get("extractor"))}, '
-             f'{trained(s)}</li>' for s in summaries]
+    def selector(s: RunSummary) -> str:
+        support = s.config.get("support")  # a two-stage run: the support's selector, fixed
+        return escape(s.config.get("extractor")) + (f" (fixed, --support {escape(support)})" if support else "")
+
+    items = [f'<li><a href="#run-{escape(s.slug)}">{escape(s.label)}</a>: {selector(s)}, {trained(s)}</li>'
+             for s in summaries]
     return f"<ul>{''.join(items)}</ul>"
 
 
