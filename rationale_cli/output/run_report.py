@@ -301,8 +301,7 @@ def page(summaries: Sequence[RunSummary], found: dict[str, Plot], *, title: str 
 
 
 def _run_list(summaries: Sequence[RunSummary]) -> str:
-    """One line per run: its extractor (a two-stage run's: its support's, fixed), and the epoch kept
-    (or the fitted predictor's setting)."""
+    """One line per run: its extractor (a two-stage run's support's), the epoch kept or the fitted predictor."""
     def trained(s: RunSummary) -> str:
         fitted = s.metrics["history"][-1].get("predictor") if s.metrics["history"] else None
         if fitted:
