@@ -152,6 +152,8 @@ def test_support_budget_decodes_the_support_at_another_size(runs, tmp_path):
                             predictor_encoder="linear", reference=False)
     config = json.loads((tmp_path / "larger" / "config.json").read_text())
     assert config["support_budget"] == 0.4 and config["budget"] == 0.2  # the support's own, as it was trained
+    # a fixed selector holds no rate: patience counts every epoch, whatever size it decodes at
+    assert rationale.load(tmp_path / "larger").config.keep_rule().held is None
     records = sources.load("demo", "test")[:20]
     kept = [sum(out.selected) for out in rationale.load(tmp_path / "larger").predict(records)]
     assert kept == [max(1, int(0.4 * len(r.tokens) + 0.5)) for r in records]

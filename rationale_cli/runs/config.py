@@ -185,8 +185,9 @@ class TrainConfig:
 
     def rate_target(self) -> float | None:
         """The selection rate the extractor holds in training (a share; its budget declared
-        ``use=BudgetUse.HELD``, :meth:`~rationale_cli.models.options.Options.held_budget`), else None."""
-        budget = self.options.held_budget()
+        ``use=BudgetUse.HELD``, :meth:`~rationale_cli.models.options.Options.held_budget`), else None;
+        None with a support, whose selector is fixed and decodes at its size."""
+        budget = None if self.support else self.options.held_budget()
         return None if budget is None else budget.share
 
     def support_decoding(self) -> Decoding | None:
@@ -306,7 +307,7 @@ def from_values(values: dict[str, Any], given: set[str] | None = None, ranges: b
     if config.supervise_fraction != 1.0 and not config.supervise:
         raise UserError(f"{flag_of('supervise_fraction')} applies only with {flag_of('supervise')} WEIGHT above 0")
     remedy_conflicts(config, extractor)
-    if config.keep == "best-loss-at-rate" and config.rate_target() is None:
+    if ranges and config.keep == "best-loss-at-rate" and config.rate_target() is None:  # a saved run loads as it is
         raise OptionError("keep", config.keep, "best-loss (best-loss-at-rate needs a selection rate held in "
                           "training: a share as {budget}, and {lagrangian} for bernoulli)", extractor=extractor)
     return config

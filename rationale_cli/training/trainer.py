@@ -328,7 +328,7 @@ def train_run(
                           "rationales", highlight=False)
     else:
         state = trained(model, vocab, task, train, valid, optimizer, config, rng, [*hooks, *callbacks], state, out)
-    target = config.rate_target() if selector is None and not config.support else None  # a support decodes as fixed
+    target = config.rate_target() if selector is None else None
     level = chance(task, train, valid)
     state.best["valid"].update(level.columns())  # the chance level of the table is the warning's
     kept = next((h for h in state.history if h.get("epoch") == state.best["epoch"]), {})

@@ -81,9 +81,8 @@ class Plan:
 
     @property
     def keep(self) -> Keep:
-        """The rule on target: the rate the extractor holds in training, the tolerance; none
-        where a support's selector is fixed (it holds no rate: it decodes at its size)."""
-        return Keep(None if self.config.support else self.config.rate_target(), self.config.rate_tolerance)
+        """The rule on target: the rate the extractor holds in training, the tolerance."""
+        return Keep(self.config.rate_target(), self.config.rate_tolerance)
 
     def settings(self) -> dict[str, Any]:
         """What a study must share to be continued: its extractor, options, space and data."""
@@ -140,7 +139,7 @@ def plan_study(options: dict[str, Any], *, config: Path | None = None, space_fil
     if space.fixed:  # under the command line and the config file
         cfg = resolve(config, {**space.fixed, **with_aliases(cli)})
     given = given_names(config, options) | set(space.fixed)
-    if "keep" not in given and cfg.rate_target() is not None and not cfg.support:  # a support's selector is fixed
+    if "keep" not in given and cfg.rate_target() is not None:
         cfg = dataclasses.replace(cfg, keep="best-loss-at-rate")
     if not cfg.data:
         raise UserError("no training data: give --data PATH (or 'demo'), or data = ... in --config")
